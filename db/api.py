@@ -1,0 +1,469 @@
+"""The database API: every read and write the conductor and admin commands make.
+
+Functions take a request context first and run in a reader or writer transaction of
+``db.engine``; a writer called inside another writer joins its transaction. Rows come
+back as model instances, detached but loaded. Errors are ``pcisim.exception`` classes
+naming the values that caused them.
+
+The contract this project exists for: ``pci_device_update`` updates one existing live
+row or raises ``PciDeviceNotFound``. It never inserts. Creating a device is the
+separate ``pci_device_create``, which refuses a device with any identity field missing.
+"""
+
+import dataclasses
+
+import sqlalchemy as sa
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+from sqlalchemy.orm import exc as orm_exc
+
+from db import models
+from db.engine import reader, writer
+from pcisim import exception
+
+PCI_REQUIRED_FIELDS = (
+    "compute_node_id",
+    "address",
+    "vendor_id",
+    "product_id",
+    "dev_type",
+    "label",
+    "status",
+)
+_BOOKKEEPING = frozenset({"id", "created_at", "updated_at", "deleted", "deleted_at"})
+_PCI_IDENTITY = frozenset({"compute_node_id", "address"})
+_INSTANCE_EXTRA_FIELDS = frozenset({"flavor", "pci_requests", "numa_topology"})
+
+
+def _columns(model):
+    return frozenset(model.__table__.columns.keys())
+
+
+def _check_values(model, values, forbidden=_BOOKKEEPING):
+    """Refuse keys that are not columns, or that callers may not set."""
+    unknown = sorted(set(values) - _columns(model))
+    if unknown:
+        raise exception.InvalidInput(
+            reason=f"{model.__tablename__} has no column(s) {', '.join(unknown)}"
+        )
+    refused = sorted(set(values) & forbidden)
+    if refused:
+        raise exception.InvalidInput(
+            reason=f"{model.__tablename__} column(s) {', '.join(refused)} cannot be set"
+        )
+    nulled = sorted(
+        key
+        for key, value in values.items()
+        if value is None and not model.__table__.columns[key].nullable
+    )
+    if nulled:
+        raise exception.InvalidInput(
+            reason=f"{model.__tablename__} column(s) {', '.join(nulled)} cannot be null"
+        )
+
+
+def _apply(row, values):
+    for key, value in values.items():
+        setattr(row, key, value)
+
+
+def _live(model):
+    return sa.select(model).where(model.deleted == 0)
+
+
+def _now():
+    return timeutils.utcnow()
+
+
+# ---------------------------------------------------------------- compute nodes
+
+
+@writer
+def compute_node_create(context, values):
+    """Insert a compute node; ``ComputeNodeExists`` if host/node is already taken."""
+    _check_values(models.ComputeNode, values)
+    node = models.ComputeNode(**values)
+    context.session.add(node)
+    try:
+        context.session.flush()
+    except db_exc.DBDuplicateEntry:
+        raise exception.ComputeNodeExists(
+            host=values.get("host"), hypervisor_hostname=values.get("hypervisor_hostname")
+        )
+    return node
+
+
+@reader
+def compute_node_get(context, node_id):
+    node = context.session.scalar(_live(models.ComputeNode).filter_by(id=node_id))
+    if node is None:
+        raise exception.ComputeNodeNotFound(node_id=node_id)
+    return node
+
+
+@reader
+def compute_node_get_by_host_and_nodename(context, host, nodename):
+    query = _live(models.ComputeNode).filter_by(host=host, hypervisor_hostname=nodename)
+    node = context.session.scalar(query)
+    if node is None:
+        raise exception.ComputeHostNotFound(host=f"{host}/{nodename}")
+    return node
+
+
+@reader
+def compute_node_get_all_by_host(context, host):
+    """All live nodes of a host; ``ComputeHostNotFound`` when it has none."""
+    query = _live(models.ComputeNode).filter_by(host=host).order_by(models.ComputeNode.id)
+    nodes = list(context.session.scalars(query))
+    if not nodes:
+        raise exception.ComputeHostNotFound(host=host)
+    return nodes
+
+
+@reader
+def compute_node_get_all(context):
+    query = _live(models.ComputeNode).order_by(models.ComputeNode.id)
+    return list(context.session.scalars(query))
+
+
+@writer
+def compute_node_update(context, node_id, values):
+    _check_values(models.ComputeNode, values)
+    node = compute_node_get(context, node_id)
+    _apply(node, values)
+    context.session.flush()
+    return node
+
+
+@writer
+def compute_node_delete(context, node_id):
+    """Soft-delete a compute node together with its live PCI devices."""
+    node = compute_node_get(context, node_id)
+    devices = context.session.scalars(_live(models.PciDevice).filter_by(compute_node_id=node_id))
+    for device in devices:
+        _soft_delete_device(device)
+    node.soft_delete()
+    context.session.flush()
+    return node
+
+
+# -------------------------------------------------------------------- instances
+
+
+@writer
+def instance_create(context, values, extra=None):
+    """Insert an instance and its ``instance_extra`` row in one transaction.
+
+    ``extra`` holds the JSON texts ``flavor``, ``pci_requests`` and ``numa_topology``.
+    Raises ``InstanceExists`` for a duplicate uuid.
+    """
+    _check_values(models.Instance, values)
+    extra = dict(extra or {})
+    _check_values(models.InstanceExtra, extra, forbidden=_BOOKKEEPING | {"instance_uuid"})
+    instance = models.Instance(**values)
+    context.session.add(instance)
+    try:
+        context.session.flush()
+    except db_exc.DBDuplicateEntry:
+        raise exception.InstanceExists(instance_uuid=values.get("uuid"))
+    context.session.add(models.InstanceExtra(instance_uuid=instance.uuid, **extra))
+    context.session.flush()
+    return instance
+
+
+def _instance_query(uuid, read_deleted):
+    query = sa.select(models.Instance).filter_by(uuid=uuid)
+    if not read_deleted:
+        query = query.where(models.Instance.deleted == 0)
+    return query
+
+
+@reader
+def instance_get_by_uuid(context, uuid, read_deleted=False):
+    """An instance by uuid; with ``read_deleted`` a soft-deleted one too."""
+    instance = context.session.scalar(_instance_query(uuid, read_deleted))
+    if instance is None:
+        raise exception.InstanceNotFound(instance_uuid=uuid)
+    return instance
+
+
+@reader
+def instance_get_all_by_host_and_node(context, host, node=None):
+    query = _live(models.Instance).filter_by(host=host)
+    if node is not None:
+        query = query.filter_by(node=node)
+    return list(context.session.scalars(query.order_by(models.Instance.id)))
+
+
+@writer
+def instance_update(context, uuid, values):
+    _check_values(models.Instance, values, forbidden=_BOOKKEEPING | {"uuid"})
+    instance = instance_get_by_uuid(context, uuid)
+    _apply(instance, values)
+    context.session.flush()
+    return instance
+
+
+@writer
+def instance_destroy(context, uuid):
+    """Soft-delete an instance. What it owns stays until archiving moves it along."""
+    instance = instance_get_by_uuid(context, uuid)
+    instance.soft_delete()
+    context.session.flush()
+    return instance
+
+
+@reader
+def instance_extra_get_by_instance_uuid(context, uuid):
+    extra = context.session.scalar(_live(models.InstanceExtra).filter_by(instance_uuid=uuid))
+    if extra is None:
+        raise exception.InstanceNotFound(instance_uuid=uuid)
+    return extra
+
+
+@writer
+def instance_extra_update_by_uuid(context, uuid, values):
+    _check_values(models.InstanceExtra, values, forbidden=_BOOKKEEPING | {"instance_uuid"})
+    extra = instance_extra_get_by_instance_uuid(context, uuid)
+    _apply(extra, values)
+    context.session.flush()
+    return extra
+
+
+# ---------------------------------------------------- instance actions and faults
+
+
+def _insert_owned(context, model, values):
+    _check_values(model, values)
+    row = model(**values)
+    context.session.add(row)
+    try:
+        context.session.flush()
+    except db_exc.DBReferenceError:
+        raise exception.InstanceNotFound(instance_uuid=values.get("instance_uuid"))
+    return row
+
+
+@writer
+def action_start(context, values):
+    """Record that an action (create, delete, ...) started on an instance."""
+    values = {"start_time": _now(), **values}
+    instance_get_by_uuid(context, values.get("instance_uuid"))
+    return _insert_owned(context, models.InstanceAction, values)
+
+
+@writer
+def action_event_start(context, action_id, values):
+    """Record that an event of an action started, e.g. a compute's build step."""
+    values = {"start_time": _now(), **values, "action_id": action_id}
+    return _insert_owned(context, models.InstanceActionEvent, values)
+
+
+@writer
+def action_event_finish(context, event_id, result, details=None):
+    event = context.session.scalar(_live(models.InstanceActionEvent).filter_by(id=event_id))
+    if event is None:
+        raise exception.NotFound(f"Instance action event {event_id} could not be found.")
+    event.finish_time = _now()
+    event.result = result
+    event.details = details
+    context.session.flush()
+    return event
+
+
+@reader
+def actions_get(context, instance_uuid):
+    query = _live(models.InstanceAction).filter_by(instance_uuid=instance_uuid)
+    return list(context.session.scalars(query.order_by(models.InstanceAction.id)))
+
+
+@writer
+def instance_fault_create(context, values):
+    """Record why an instance failed (code, message, details, host)."""
+    instance_get_by_uuid(context, values.get("instance_uuid"), read_deleted=True)
+    return _insert_owned(context, models.InstanceFault, values)
+
+
+@reader
+def instance_fault_get_by_instance_uuids(context, uuids):
+    """Faults per instance uuid, newest first."""
+    query = (
+        _live(models.InstanceFault)
+        .where(models.InstanceFault.instance_uuid.in_(list(uuids)))
+        .order_by(models.InstanceFault.id.desc())
+    )
+    faults = {uuid: [] for uuid in uuids}
+    for fault in context.session.scalars(query):
+        faults[fault.instance_uuid].append(fault)
+    return faults
+
+
+# ------------------------------------------------------------------ PCI devices
+
+
+def _check_new_device(values):
+    missing = [field for field in PCI_REQUIRED_FIELDS if values.get(field) is None]
+    if missing:
+        raise exception.InvalidInput(
+            reason="a PCI device needs " + ", ".join(missing) + f"; got {sorted(values)}"
+        )
+    _check_values(models.PciDevice, values)
+
+
+def _check_device_update(values):
+    _check_values(models.PciDevice, values, forbidden=_BOOKKEEPING | _PCI_IDENTITY)
+
+
+def _add_devices(context, node_id, new_devices):
+    devices = [models.PciDevice(**values) for values in new_devices]
+    context.session.add_all(devices)
+    try:
+        context.session.flush()
+    except db_exc.DBDuplicateEntry:
+        addresses = ", ".join(values["address"] for values in new_devices)
+        raise exception.PciDeviceExists(node_id=node_id, address=addresses)
+    except db_exc.DBReferenceError:
+        raise exception.ComputeNodeNotFound(node_id=node_id)
+    return devices
+
+
+@writer
+def pci_device_create(context, values):
+    """Insert one PCI device.
+
+    Raises ``InvalidInput`` naming every missing required field (see
+    ``PCI_REQUIRED_FIELDS``) before touching the database, ``PciDeviceExists`` when the
+    node already has a live device at that address, and ``ComputeNodeNotFound`` when
+    the node does not exist.
+    """
+    _check_new_device(values)
+    (device,) = _add_devices(context, values["compute_node_id"], [values])
+    return device
+
+
+@writer
+def pci_device_update(context, node_id, address, values):
+    """Update the one live device at (node_id, address) and return it.
+
+    Raises ``PciDeviceNotFound`` and writes nothing when no live row matches, for
+    instance because archiving moved it away. It never inserts.
+    """
+    _check_device_update(values)
+    device = _lock_live_devices(context, node_id, [address]).get(address)
+    if device is None:
+        raise exception.PciDeviceNotFound(node_id=node_id, address=address)
+    _apply(device, values)
+    _flush_updates(context, node_id, [device])
+    return device
+
+
+def _lock_live_devices(context, node_id, addresses):
+    """The live devices at ``addresses`` of a node, by address, locked for update."""
+    if not addresses:
+        return {}
+    query = (
+        _live(models.PciDevice)
+        .filter_by(compute_node_id=node_id)
+        .where(models.PciDevice.address.in_(list(addresses)))
+        .with_for_update()
+    )
+    return {device.address: device for device in context.session.scalars(query)}
+
+
+def _flush_updates(context, node_id, devices):
+    try:
+        context.session.flush()
+    except orm_exc.StaleDataError:
+        # The row vanished between the locking read and the write: on a database that
+        # ignores FOR UPDATE (SQLite) an archive run can get in between.
+        vanished = ", ".join(device.address for device in devices)
+        raise exception.PciDeviceNotFound(node_id=node_id, address=vanished)
+
+
+def _soft_delete_device(device):
+    device.status = "deleted"
+    device.soft_delete()
+
+
+@writer
+def pci_device_destroy(context, node_id, address):
+    """Soft-delete the live device at (node_id, address); ``PciDeviceNotFound`` if none."""
+    device = _lock_live_devices(context, node_id, [address]).get(address)
+    if device is None:
+        raise exception.PciDeviceNotFound(node_id=node_id, address=address)
+    _soft_delete_device(device)
+    _flush_updates(context, node_id, [device])
+    return device
+
+
+@reader
+def pci_device_get_by_addr(context, node_id, address):
+    query = _live(models.PciDevice).filter_by(compute_node_id=node_id, address=address)
+    device = context.session.scalar(query)
+    if device is None:
+        raise exception.PciDeviceNotFound(node_id=node_id, address=address)
+    return device
+
+
+@reader
+def pci_device_get_by_id(context, device_id):
+    device = context.session.scalar(_live(models.PciDevice).filter_by(id=device_id))
+    if device is None:
+        raise exception.PciDeviceNotFoundById(id=device_id)
+    return device
+
+
+@reader
+def pci_device_get_all_by_node(context, node_id):
+    query = _live(models.PciDevice).filter_by(compute_node_id=node_id)
+    return list(context.session.scalars(query.order_by(models.PciDevice.address)))
+
+
+@reader
+def pci_device_get_all_by_instance_uuid(context, instance_uuid):
+    """Live devices held (claimed or allocated) by an instance."""
+    query = _live(models.PciDevice).filter_by(instance_uuid=instance_uuid)
+    return list(context.session.scalars(query.order_by(models.PciDevice.address)))
+
+
+@dataclasses.dataclass
+class PciDeviceBatchResult:
+    """What ``pci_device_batch_save`` did, row by row."""
+
+    created: list = dataclasses.field(default_factory=list)
+    updated: list = dataclasses.field(default_factory=list)
+    destroyed: list = dataclasses.field(default_factory=list)
+    missing: list = dataclasses.field(default_factory=list)
+
+
+@writer
+def pci_device_batch_save(context, node_id, create=(), update=None, destroy=()):
+    """Write a node's changed devices in one transaction.
+
+    ``create`` is a list of new devices' values, ``update`` maps an address to the
+    changed values, ``destroy`` lists addresses to soft-delete. Every new device is
+    validated before anything is written (``InvalidInput``). An address to update or
+    destroy that has no live row does not stop the others: it is reported in
+    ``missing`` and nothing is inserted for it.
+    """
+    update = dict(update or {})
+    for values in create:
+        _check_new_device({**values, "compute_node_id": node_id})
+    for values in update.values():
+        _check_device_update(values)
+    result = PciDeviceBatchResult()
+    found = _lock_live_devices(context, node_id, set(update) | set(destroy))
+    result.missing = sorted((set(update) | set(destroy)) - set(found))
+    for address, values in update.items():
+        if address in found:
+            _apply(found[address], values)
+            result.updated.append(found[address])
+    for address in destroy:
+        if address in found:
+            _soft_delete_device(found[address])
+            result.destroyed.append(found[address])
+    _flush_updates(context, node_id, result.updated + result.destroyed)
+    if create:
+        new = [{**values, "compute_node_id": node_id} for values in create]
+        result.created = _add_devices(context, node_id, new)
+    return result

@@ -1,0 +1,240 @@
+"""pcisim-manage: admin commands that work on the database directly, as nova-manage does.
+
+    pcisim-manage [--config-file F] db sync
+    pcisim-manage db version
+    pcisim-manage db archive_deleted_rows [--max_rows N] [--before DATE] [--until-complete]
+                                          [--sleep SECONDS] [--verbose] [--purge]
+    pcisim-manage db purge (--all | --before DATE) [--verbose]
+
+Exit codes follow nova-manage. archive_deleted_rows: 0 nothing archived, 1 rows
+archived, 2 invalid --max_rows, 3 database unreachable, 4 invalid --before. purge:
+0 rows deleted, 1 neither --all nor --before, 2 invalid --before, 3 nothing purged.
+"""
+
+import sys
+import time
+
+import prettytable
+from dateutil import parser as date_parser
+from dateutil import tz
+from oslo_config import cfg
+from oslo_db import exception as db_exc
+
+from db import archive, engine, migration
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
+from pcisim import exception
+
+CONF = pcisim_conf.CONF
+
+EXIT_CONFIG_ERROR = 2
+EXIT_UNREACHABLE = 3
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise exception.InvalidArchiveBudget(max_rows=text)
+    return value
+
+
+def parse_date(text):
+    """A date as naive UTC; ``InvalidInput`` naming the text when it is not one."""
+    try:
+        value = date_parser.parse(text)
+    except (ValueError, OverflowError):
+        raise exception.InvalidInput(reason=f"{text!r} is not a date")
+    if value.tzinfo is not None:
+        value = value.astimezone(tz.UTC).replace(tzinfo=None)
+    return value
+
+
+def _print_table(header, rows):
+    table = prettytable.PrettyTable(header)
+    table.align = "l"
+    for row in rows:
+        table.add_row(row)
+    print(table)
+
+
+class _Progress:
+    """A one-line running count on a terminal; silent when output is redirected."""
+
+    def __init__(self):
+        self.enabled = sys.stderr.isatty()
+
+    def show(self, total):
+        if self.enabled:
+            sys.stderr.write(f"\rArchived {total} rows so far (Ctrl-C stops cleanly)...")
+            sys.stderr.flush()
+
+    def done(self):
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+class DbCommands:
+    """Schema and data-retention commands of the ``db`` category."""
+
+    def sync(self):
+        migration.db_sync()
+        print(f"Database is at revision {migration.db_version()}.")
+        return 0
+
+    def version(self):
+        print(migration.db_version() or "None (the database has not been migrated)")
+        return 0
+
+    def archive_deleted_rows(self, max_rows, before, until_complete, sleep, verbose, purge):
+        try:
+            max_rows = _positive_int(max_rows)
+        except exception.Invalid as error:
+            print(f"Invalid --max_rows: {error}", file=sys.stderr)
+            return 2
+        try:
+            before = parse_date(before) if before else None
+        except exception.Invalid as error:
+            print(f"Invalid --before: {error}", file=sys.stderr)
+            return 4
+        result = self._archive(max_rows, before, until_complete, sleep)
+        if verbose:
+            self._print_archived(result)
+        if purge and result.total:
+            archive.purge_shadow_tables(pcisim_context.get_admin_context())
+        return 1 if result.total else 0
+
+    def _archive(self, max_rows, before, until_complete, sleep):
+        ctxt = pcisim_context.get_admin_context()
+        total = archive.ArchiveResult()
+        progress = _Progress() if until_complete else None
+        try:
+            while True:
+                batch = archive.archive_deleted_rows(ctxt, max_rows=max_rows, before=before)
+                total.add(batch)
+                if not (until_complete and batch.total):
+                    break
+                progress.show(total.total)
+                time.sleep(sleep)
+        except KeyboardInterrupt:
+            print("Interrupted: stopped after the last complete batch.", file=sys.stderr)
+        finally:
+            if progress:
+                progress.done()
+        return total
+
+    @staticmethod
+    def _print_archived(result):
+        if not result.total:
+            print("Nothing was archived.")
+            return
+        rows = sorted(result.rows.items())
+        _print_table(["Table", "Number of Rows Archived"], rows)
+
+    def purge(self, all_rows, before, verbose):
+        if not (all_rows or before):
+            print("Either --all or --before is required.", file=sys.stderr)
+            return 1
+        if all_rows and before:
+            print("--all and --before are mutually exclusive.", file=sys.stderr)
+            return 1
+        try:
+            before = parse_date(before) if before else None
+        except exception.Invalid as error:
+            print(f"Invalid --before: {error}", file=sys.stderr)
+            return 2
+        purged = archive.purge_shadow_tables(pcisim_context.get_admin_context(), before=before)
+        if verbose:
+            for table, count in sorted(purged.items()):
+                print(f"Deleted {count} rows from {table}")
+        if not purged:
+            if verbose:
+                print("No rows were purged.")
+            return 3
+        return 0
+
+
+def _add_db_parsers(subparsers):
+    db_parser = subparsers.add_parser("db", help="database schema and retention")
+    actions = db_parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("sync", help="upgrade the database schema to the newest revision")
+    actions.add_parser("version", help="print the database schema revision")
+
+    archive_parser = actions.add_parser(
+        "archive_deleted_rows", help="move soft-deleted rows into shadow tables"
+    )
+    archive_parser.add_argument(
+        "--max_rows",
+        "--max-rows",
+        dest="max_rows",
+        default="1000",
+        metavar="N",
+        help="at most N rows per run (default 1000); whole trees only",
+    )
+    archive_parser.add_argument(
+        "--before", metavar="DATE", help="only rows deleted before DATE (UTC unless given)"
+    )
+    archive_parser.add_argument(
+        "--until-complete",
+        "--until_complete",
+        dest="until_complete",
+        action="store_true",
+        help="repeat in batches of --max_rows until nothing is left",
+    )
+    archive_parser.add_argument(
+        "--sleep",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="pause between batches of --until-complete",
+    )
+    archive_parser.add_argument("--verbose", action="store_true", help="print what moved")
+    archive_parser.add_argument(
+        "--purge", action="store_true", help="delete all shadow rows after archiving"
+    )
+
+    purge_parser = actions.add_parser("purge", help="delete rows from the shadow tables")
+    purge_parser.add_argument(
+        "--all", dest="all_rows", action="store_true", help="every shadow row"
+    )
+    purge_parser.add_argument("--before", metavar="DATE", help="shadow rows deleted before DATE")
+    purge_parser.add_argument("--verbose", action="store_true", help="print what was deleted")
+
+
+CATEGORY_OPT = cfg.SubCommandOpt(
+    "category", title="Categories", handler=_add_db_parsers, help="command category"
+)
+
+_ACTION_ARGS = {
+    "archive_deleted_rows": ("max_rows", "before", "until_complete", "sleep", "verbose", "purge"),
+    "purge": ("all_rows", "before", "verbose"),
+}
+
+
+def _run(action):
+    commands = DbCommands()
+    kwargs = {name: getattr(CONF.category, name) for name in _ACTION_ARGS.get(action, ())}
+    return getattr(commands, action)(**kwargs)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    CONF.register_cli_opt(CATEGORY_OPT)
+    try:
+        pcisim_conf.parse_args(argv)
+    except cfg.Error as error:
+        print(f"pcisim-manage: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    try:
+        engine.configure()
+        return _run(CONF.category.action)
+    except db_exc.DBConnectionError as error:
+        url = pcisim_conf.database_connection()
+        print(f"Cannot reach the database {url}: {error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+
+
+def console_main():
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Choose how pcisim's services run concurrently: native threads or eventlet.
+
+pcisim runs on oslo.service's threading backend and oslo.messaging's default
+(threading) executor. The classic model, in which every process is monkey-patched by
+eventlet as OpenStack services long were, remains selectable for people who want to
+study it: set ``PCISIM_CONCURRENCY=eventlet`` in the environment.
+
+The choice is an environment variable rather than a configuration option because it
+must be made before any other import: oslo.service fixes its backend the first time
+anything (importing oslo.messaging, for one) asks for it, and eventlet must patch the
+standard library before threads or sockets are created.
+"""
+
+import os
+
+from oslo_service import backend
+
+ENV_VAR = "PCISIM_CONCURRENCY"
+THREADING = "threading"
+EVENTLET = "eventlet"
+
+
+class InvalidConcurrencyMode(ValueError):
+    def __init__(self, value):
+        super().__init__(
+            f"{ENV_VAR}={value!r} is not a concurrency mode; "
+            f"choose {THREADING!r} (the default) or {EVENTLET!r}"
+        )
+
+
+def selected_mode():
+    """Return the mode asked for by the environment, validated."""
+    mode = os.environ.get(ENV_VAR, "").strip().lower() or THREADING
+    if mode not in (THREADING, EVENTLET):
+        raise InvalidConcurrencyMode(os.environ[ENV_VAR])
+    return mode
+
+
+def select_backend():
+    """Select oslo.service's backend (and monkey-patch for eventlet) exactly once."""
+    if backend.get_backend_type() is not None:
+        return
+    if selected_mode() == EVENTLET:
+        import eventlet
+
+        eventlet.monkey_patch()
+        backend.init_backend(backend.BackendType.EVENTLET)
+    else:
+        backend.init_backend(backend.BackendType.THREADING)

@@ -1,0 +1,77 @@
+"""pcisim's configuration: its own options and the embedded defaults of its libraries.
+
+Every process uses the global ``cfg.CONF``: oslo.messaging registers some of its
+option groups only there, and a private ``ConfigOpts`` breaks RPC calls.
+
+Embedded defaults, so that a process with no configuration file at all runs:
+- ``[DEFAULT] state_path = ./state``, where the SQLite database and other state live;
+- ``[database] connection``: unset means ``sqlite:///<state_path>/pcisim.sqlite``;
+- ``[DEFAULT] transport_url = kombu+memory:////``, kombu's in-process transport with
+  real serialization (``fake:/`` polls every 50 ms and hides serialization bugs).
+"""
+
+import os
+import socket
+
+from oslo_config import cfg
+from oslo_db import options as db_options
+from oslo_log import log as logging
+from oslo_messaging import opts as messaging_opts
+
+CONF = cfg.CONF
+
+IN_PROCESS_TRANSPORT_URL = "kombu+memory:////"
+SQLITE_FILE_NAME = "pcisim.sqlite"
+
+default_opts = [
+    cfg.StrOpt(
+        "state_path",
+        default="./state",
+        help="Directory holding pcisim's state, such as the default SQLite database.",
+    ),
+    cfg.HostAddressOpt(
+        "host",
+        default=socket.gethostname(),
+        sample_default="<current hostname>",
+        help="Name of this service's host; a compute's RPC server listens under it.",
+    ),
+]
+
+
+def register_opts(conf=CONF):
+    """Register every option pcisim reads, with pcisim's defaults."""
+    conf.register_opts(default_opts)
+    db_options.set_defaults(conf)
+    # A mini control plane should say "unreachable" in seconds, not after oslo.db's
+    # default of ten retries ten seconds apart.
+    conf.set_default("max_retries", 3, group="database")
+    conf.set_default("retry_interval", 1, group="database")
+    for group, opts in messaging_opts.list_opts():
+        if group is None:
+            conf.register_opts(opts)
+    conf.set_default("transport_url", IN_PROCESS_TRANSPORT_URL)
+    logging.register_options(conf)
+
+
+def parse_args(argv, conf=CONF, default_config_files=None):
+    """Parse the command line and configuration files into ``conf``.
+
+    Raises ``cfg.Error`` subclasses with a message naming the bad value or file.
+    """
+    register_opts(conf)
+    conf(
+        argv,
+        project="pcisim",
+        default_config_files=default_config_files,
+    )
+
+
+def state_path(conf=CONF):
+    return os.path.abspath(conf.state_path)
+
+
+def database_connection(conf=CONF):
+    """The database URL to use: ``[database] connection`` or the embedded SQLite file."""
+    if conf.database.connection:
+        return conf.database.connection
+    return "sqlite:///" + os.path.join(state_path(conf), SQLITE_FILE_NAME)

@@ -1,0 +1,88 @@
+"""Every error pcisim raises on purpose, as a class with a message template.
+
+An exception carries the values that caused it as keyword arguments; they fill the
+template and travel with it. oslo.messaging rebuilds a remote exception by calling
+``cls(message, **kwargs)``, so a ``PciDeviceNotFound`` raised on the conductor is
+raised again on the compute as a ``PciDeviceNotFound`` with the same values.
+
+``code`` is the HTTP status an API maps the error to.
+"""
+
+
+class PcisimException(Exception):
+    msg_fmt = "An unknown error occurred."
+    code = 500
+
+    def __init__(self, message=None, **kwargs):
+        self.kwargs = kwargs
+        if message is None:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError) as missing:
+                raise TypeError(
+                    f"{type(self).__name__} needs {missing} to format {self.msg_fmt!r}"
+                ) from None
+        self.message = message
+        super().__init__(message)
+
+
+class NotFound(PcisimException):
+    msg_fmt = "Resource could not be found."
+    code = 404
+
+
+class Invalid(PcisimException):
+    msg_fmt = "Invalid request: %(reason)s"
+    code = 400
+
+
+class Conflict(PcisimException):
+    msg_fmt = "Conflict: %(reason)s"
+    code = 409
+
+
+class InvalidInput(Invalid):
+    msg_fmt = "Invalid input: %(reason)s"
+
+
+class PciDeviceNotFound(NotFound):
+    msg_fmt = "PCI device %(node_id)s:%(address)s not found."
+
+
+class PciDeviceNotFoundById(NotFound):
+    msg_fmt = "PCI device %(id)s not found."
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = "Instance %(instance_uuid)s could not be found."
+
+
+class InstanceExists(Conflict):
+    msg_fmt = "Instance %(instance_uuid)s already exists."
+
+
+class ComputeHostNotFound(NotFound):
+    msg_fmt = "Compute host %(host)s could not be found."
+
+
+class ComputeNodeNotFound(NotFound):
+    msg_fmt = "Compute node %(node_id)s could not be found."
+
+
+class ComputeNodeExists(Conflict):
+    msg_fmt = "Compute node %(host)s/%(hypervisor_hostname)s already exists."
+
+
+class PciDeviceExists(Conflict):
+    msg_fmt = "PCI device %(node_id)s:%(address)s already exists."
+
+
+class DBNotAllowed(PcisimException):
+    msg_fmt = (
+        "%(binary)s may not access the database directly: %(function)s was called. "
+        "Go through the conductor."
+    )
+
+
+class InvalidArchiveBudget(Invalid):
+    msg_fmt = "max_rows must be a positive integer, got %(max_rows)r."

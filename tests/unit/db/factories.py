@@ -1,0 +1,58 @@
+"""Rows for DB tests, with every required field set unless a test says otherwise."""
+
+import uuid
+
+from db import api
+
+
+def compute_node(ctxt, host="host1", node="node1", **values):
+    return api.compute_node_create(
+        ctxt,
+        {
+            "uuid": str(uuid.uuid4()),
+            "host": host,
+            "hypervisor_hostname": node,
+            "vcpus": 16,
+            "memory_mb": 65536,
+            "local_gb": 1000,
+            **values,
+        },
+    )
+
+
+def pci_values(node_id, address="0000:81:00.0", **values):
+    return {
+        "compute_node_id": node_id,
+        "address": address,
+        "vendor_id": "8086",
+        "product_id": "1520",
+        "dev_type": "type-VF",
+        "label": "label_8086_1520",
+        "status": "available",
+        "parent_addr": "0000:81:00.0",
+        "numa_node": 0,
+        **values,
+    }
+
+
+def pci_device(ctxt, node_id, address="0000:81:00.1", **values):
+    return api.pci_device_create(ctxt, pci_values(node_id, address, **values))
+
+
+def instance(ctxt, host="host1", node="node1", **values):
+    return api.instance_create(
+        ctxt,
+        {"uuid": str(uuid.uuid4()), "host": host, "node": node, "vm_state": "active", **values},
+        extra={"pci_requests": "[]", "flavor": '{"vcpus": 1}'},
+    )
+
+
+def instance_with_history(ctxt, **values):
+    """An instance owning a row in every table an instance owns: 5 rows in all."""
+    inst = instance(ctxt, **values)
+    action = api.action_start(ctxt, {"instance_uuid": inst.uuid, "action": "create"})
+    api.action_event_start(ctxt, action.id, {"event": "compute_build", "host": "host1"})
+    api.instance_fault_create(
+        ctxt, {"instance_uuid": inst.uuid, "code": 500, "message": "boom", "host": "host1"}
+    )
+    return inst
