@@ -15,7 +15,10 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[mysql,postgresql,test]'
 	touch $(STAMP)
 
+# Until the all-in-one control plane lands, `make run` migrates the embedded SQLite
+# database and starts the conductor alone on the in-process transport.
 run: $(STAMP)
+	$(BIN)/pcisim-manage $(ARGS) db sync
 	$(BIN)/pcisim-conductor $(ARGS)
 
 test: $(STAMP)

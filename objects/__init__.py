@@ -1,0 +1,12 @@
+"""pcisim's versioned objects: the contract between its processes.
+
+``register_all()`` imports every object module, which registers its classes.
+"""
+
+
+def register_all():
+    __import__("objects.compute_node")
+    __import__("objects.instance")
+    __import__("objects.instance_pci_requests")
+    __import__("objects.pci_device")
+    __import__("objects.pci_device_pool")

@@ -86,3 +86,18 @@ class DBNotAllowed(PcisimException):
 
 class InvalidArchiveBudget(Invalid):
     msg_fmt = "max_rows must be a positive integer, got %(max_rows)r."
+
+
+class PciDevicesNotFound(PciDeviceNotFound):
+    msg_fmt = "PCI devices %(addresses)s of compute node %(node_id)s not found."
+
+
+class ObjectActionError(PcisimException):
+    msg_fmt = "Object action %(action)s failed because: %(reason)s"
+
+
+class NotRemotable(Invalid):
+    msg_fmt = (
+        "%(objname)s.%(method)s is not a remotable method; "
+        "the conductor runs remotable methods of registered objects only."
+    )

@@ -1,0 +1,87 @@
+"""The client side of the conductor: how compute and API processes reach the database.
+
+``ConductorAPI`` is the ``indirection_api`` of objects in processes (and threads)
+without the database: a remotable method called there becomes an RPC call to the
+topic ``conductor``, which runs it and sends back the result and the changes.
+
+RPC API history:
+  1.0 - object_action, object_class_action_versions, object_backport_versions
+"""
+
+import oslo_messaging as messaging
+from oslo_config import cfg
+from oslo_versionedobjects import base as ovo_base
+
+from pcisim import rpc
+
+TOPIC = "conductor"
+RPC_API_VERSION = "1.0"
+
+upgrade_opts = [
+    cfg.StrOpt(
+        "conductor",
+        help="Newest conductor RPC API version to send, for rolling upgrades; "
+        "unset means the newest this code knows.",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(upgrade_opts, group="upgrade_levels")
+
+
+class ConductorAPI(ovo_base.VersionedObjectIndirectionAPI):
+    """Runs remotable object methods on the conductor, over RPC."""
+
+    def __init__(self, transport, conf=cfg.CONF):
+        register_opts(conf)
+        target = messaging.Target(topic=TOPIC, version=RPC_API_VERSION)
+        self.client = rpc.get_client(transport, target, version_cap=conf.upgrade_levels.conductor)
+
+    def object_class_action_versions(
+        self, context, objname, objmethod, object_versions, args, kwargs
+    ):
+        """Run ``objname.objmethod(context, *args, **kwargs)`` on the conductor.
+
+        ``object_versions`` tells the conductor which object versions this process
+        understands; a returned object comes back in those versions.
+        """
+        return self.client.prepare().call(
+            context,
+            "object_class_action_versions",
+            objname=objname,
+            objmethod=objmethod,
+            object_versions=object_versions,
+            args=args,
+            kwargs=kwargs,
+        )
+
+    def object_action(self, context, objinst, objmethod, args, kwargs):
+        """Run ``objinst.objmethod(*args, **kwargs)`` on the conductor.
+
+        Returns ``(updates, result)``: the fields the method changed, as primitives,
+        with ``obj_what_changed`` listing what is still pending; and its result.
+        """
+        return self.client.prepare().call(
+            context,
+            "object_action",
+            objinst=objinst,
+            objmethod=objmethod,
+            args=args,
+            kwargs=kwargs,
+        )
+
+    def object_backport_versions(self, context, objinst, object_versions):
+        """Ask the conductor to rewrite ``objinst`` into versions this process knows."""
+        return self.client.prepare().call(
+            context,
+            "object_backport_versions",
+            objinst=objinst,
+            object_versions=object_versions,
+        )
+
+    def object_class_action(self, context, objname, objmethod, objver, args, kwargs):
+        raise NotImplementedError("pcisim only speaks object_class_action_versions")
+
+    def object_backport(self, context, objinst, target_version):
+        raise NotImplementedError("pcisim only speaks object_backport_versions")

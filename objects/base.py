@@ -1,0 +1,84 @@
+"""The base of every pcisim object: namespace, registry, serializer and indirection.
+
+Objects are the contract between processes. A method decorated ``@remotable`` (and
+``@classmethod`` over ``@remotable`` for reads) runs where the database is: directly
+in a thread that has the database (the conductor's), and otherwise on the conductor,
+through ``indirection_api`` over RPC. The object's context travels with the call, and
+the conductor sends back the fields the method changed.
+
+``indirection_api`` is resolved per thread (see ``pcisim.dbaccess``), not set once per
+class as upstream does, so that the conductor and the computes can share a process and
+still talk over RPC.
+"""
+
+from oslo_utils import timeutils
+from oslo_versionedobjects import base as ovo_base
+from oslo_versionedobjects import fields
+
+from pcisim import dbaccess
+
+remotable = ovo_base.remotable
+obj_make_list = ovo_base.obj_make_list
+
+
+class PcisimObjectRegistry(ovo_base.VersionedObjectRegistry):
+    """The one registry of pcisim's object classes."""
+
+
+class _ThreadIndirection:
+    """``indirection_api`` as seen from the current thread."""
+
+    api = None
+
+    def __get__(self, obj, cls):
+        return None if dbaccess.allowed() else _ThreadIndirection.api
+
+
+def set_indirection_api(api):
+    """Send remotable calls of threads without the database to ``api`` (or nowhere)."""
+    _ThreadIndirection.api = api
+
+
+class PcisimObject(ovo_base.VersionedObject):
+    """Base class of pcisim's versioned objects."""
+
+    OBJ_SERIAL_NAMESPACE = "pcisim_object"
+    OBJ_PROJECT_NAMESPACE = "pcisim"
+
+    indirection_api = _ThreadIndirection()
+
+
+class PcisimPersistentObject:
+    """Bookkeeping fields of objects stored in a table, and the DB row copy."""
+
+    fields = {
+        "created_at": fields.DateTimeField(nullable=True),
+        "updated_at": fields.DateTimeField(nullable=True),
+        "deleted_at": fields.DateTimeField(nullable=True),
+        "deleted": fields.BooleanField(default=False),
+    }
+
+    def _copy_row(self, row, skip=()):
+        """Set every field the row has a column for, except ``skip``."""
+        for name in self.fields:
+            if name in skip or not hasattr(row, name):
+                continue
+            value = getattr(row, name)
+            setattr(self, name, bool(value) if name == "deleted" else value)
+
+
+class PcisimObjectSerializer(ovo_base.VersionedObjectSerializer):
+    """Turns pcisim objects into primitives and back; backports through the conductor."""
+
+    OBJ_BASE_CLASS = PcisimObject
+
+
+class ObjectListBase(ovo_base.ObjectListBase):
+    """A versioned list of objects."""
+
+
+def naive_utc(value):
+    """A datetime as the naive UTC value the database columns hold."""
+    if value is None or value.tzinfo is None:
+        return value
+    return timeutils.normalize_time(value)

@@ -1,0 +1,112 @@
+"""Compute nodes: a hypervisor's resources, what is used of them, and its PCI pools."""
+
+from oslo_utils import versionutils
+
+from db import api as db_api
+from objects import base, fields
+from objects.pci_device_pool import PciDevicePoolList
+
+_NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})
+
+
+@base.PcisimObjectRegistry.register
+class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
+    """One hypervisor node, managed by the compute service on ``host``."""
+
+    # Version 1.0: initial version
+    # Version 1.1: added pci_device_pools
+    VERSION = "1.1"
+
+    fields = {
+        "id": fields.IntegerField(),
+        "uuid": fields.UUIDField(),
+        "host": fields.StringField(),
+        "hypervisor_hostname": fields.StringField(),
+        "vcpus": fields.IntegerField(),
+        "memory_mb": fields.IntegerField(),
+        "local_gb": fields.IntegerField(),
+        "vcpus_used": fields.IntegerField(default=0),
+        "memory_mb_used": fields.IntegerField(default=0),
+        "local_gb_used": fields.IntegerField(default=0),
+        "pci_device_pools": fields.ObjectField("PciDevicePoolList", nullable=True),
+        **base.PcisimPersistentObject.fields,
+    }
+    obj_relationships = {"pci_device_pools": [("1.1", "1.0")]}
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            primitive.pop("pci_device_pools", None)
+
+    @classmethod
+    def _from_db_object(cls, context, node, row):
+        node._copy_row(row)
+        node.pci_device_pools = PciDevicePoolList.from_json(row.pci_stats)
+        node._context = context
+        node.obj_reset_changes(recursive=True)
+        return node
+
+    def _db_values(self, names):
+        values = {name: getattr(self, name) for name in names if name not in _NOT_WRITTEN}
+        if "pci_device_pools" in values:
+            pools = values.pop("pci_device_pools")
+            values["pci_stats"] = pools.to_json() if pools is not None else None
+        return values
+
+    @classmethod
+    @base.remotable
+    def get_by_id(cls, context, node_id):
+        """A live compute node by id; ``ComputeNodeNotFound`` if none."""
+        return cls._from_db_object(context, cls(), db_api.compute_node_get(context, node_id))
+
+    @classmethod
+    @base.remotable
+    def get_by_host_and_nodename(cls, context, host, nodename):
+        """A host's live node by name; ``ComputeHostNotFound`` if none."""
+        row = db_api.compute_node_get_by_host_and_nodename(context, host, nodename)
+        return cls._from_db_object(context, cls(), row)
+
+    @base.remotable
+    def create(self):
+        """Insert this node; ``ComputeNodeExists`` when host and name are taken."""
+        names = [name for name in self.fields if self.obj_attr_is_set(name)]
+        row = db_api.compute_node_create(self._context, self._db_values(names))
+        self._from_db_object(self._context, self, row)
+
+    @base.remotable
+    def save(self):
+        """Write pending changes (resource usage, pools) to the node's row."""
+        values = self._db_values(self.obj_what_changed())
+        if values:
+            row = db_api.compute_node_update(self._context, self.id, values)
+            self._from_db_object(self._context, self, row)
+
+    @base.remotable
+    def destroy(self):
+        """Soft-delete the node and its devices."""
+        row = db_api.compute_node_delete(self._context, self.id)
+        self._from_db_object(self._context, self, row)
+
+
+@base.PcisimObjectRegistry.register
+class ComputeNodeList(base.ObjectListBase, base.PcisimObject):
+    # Version 1.0: ComputeNode 1.0
+    # Version 1.1: ComputeNode 1.1
+    VERSION = "1.1"
+
+    fields = {"objects": fields.ListOfObjectsField("ComputeNode")}
+    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1")]}
+
+    @classmethod
+    @base.remotable
+    def get_all(cls, context):
+        """Every live compute node."""
+        rows = db_api.compute_node_get_all(context)
+        return base.obj_make_list(context, cls(context), ComputeNode, rows)
+
+    @classmethod
+    @base.remotable
+    def get_all_by_host(cls, context, host):
+        """The live nodes of a host; ``ComputeHostNotFound`` when it has none."""
+        rows = db_api.compute_node_get_all_by_host(context, host)
+        return base.obj_make_list(context, cls(context), ComputeNode, rows)

@@ -1,0 +1,122 @@
+"""Instances (servers): where they run, their state, and the PCI devices they use."""
+
+from db import api as db_api
+from objects import base, fields
+from objects.instance_pci_requests import InstancePCIRequests
+from objects.pci_device import PciDeviceList
+
+LAZY_ATTRS = ("pci_requests", "pci_devices")
+_NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted", *LAZY_ATTRS})
+_DATETIMES = ("launched_at", "terminated_at")
+
+
+@base.PcisimObjectRegistry.register
+class Instance(base.PcisimPersistentObject, base.PcisimObject):
+    """A server. ``pci_requests`` and ``pci_devices`` load on first access."""
+
+    # Version 1.0: initial version
+    VERSION = "1.0"
+
+    fields = {
+        "id": fields.IntegerField(),
+        "uuid": fields.UUIDField(),
+        "display_name": fields.StringField(nullable=True),
+        "project_id": fields.StringField(nullable=True),
+        "user_id": fields.StringField(nullable=True),
+        "host": fields.StringField(nullable=True),
+        "node": fields.StringField(nullable=True),
+        "vm_state": fields.StringField(nullable=True),
+        "task_state": fields.StringField(nullable=True),
+        "vcpus": fields.IntegerField(nullable=True),
+        "memory_mb": fields.IntegerField(nullable=True),
+        "root_gb": fields.IntegerField(nullable=True),
+        "launched_at": fields.DateTimeField(nullable=True),
+        "terminated_at": fields.DateTimeField(nullable=True),
+        "pci_requests": fields.ObjectField("InstancePCIRequests", nullable=True),
+        "pci_devices": fields.ObjectField("PciDeviceList", nullable=True),
+        **base.PcisimPersistentObject.fields,
+    }
+    obj_relationships = {
+        "pci_requests": [("1.0", "1.1")],
+        "pci_devices": [("1.0", "1.1")],
+    }
+
+    @classmethod
+    def _from_db_object(cls, context, instance, row, expected_attrs=()):
+        instance._copy_row(row)
+        instance._context = context
+        for attr in expected_attrs:
+            instance.obj_load_attr(attr)
+        instance.obj_reset_changes(recursive=True)
+        return instance
+
+    def obj_load_attr(self, attrname):
+        """Load ``pci_requests`` or ``pci_devices`` (through the conductor if need be)."""
+        if attrname == "pci_requests":
+            self.pci_requests = InstancePCIRequests.get_by_instance_uuid(self._context, self.uuid)
+        elif attrname == "pci_devices":
+            self.pci_devices = PciDeviceList.get_by_instance_uuid(self._context, self.uuid)
+        else:
+            super().obj_load_attr(attrname)
+        self.obj_reset_changes([attrname])
+
+    def _db_values(self, names):
+        values = {name: getattr(self, name) for name in names if name not in _NOT_WRITTEN}
+        for name in _DATETIMES:
+            if name in values:
+                values[name] = base.naive_utc(values[name])
+        return values
+
+    @classmethod
+    @base.remotable
+    def get_by_uuid(cls, context, uuid, expected_attrs=None):
+        """A live instance; ``expected_attrs`` names lazy attributes to load at once."""
+        row = db_api.instance_get_by_uuid(context, uuid)
+        return cls._from_db_object(context, cls(), row, expected_attrs or ())
+
+    @base.remotable
+    def create(self):
+        """Insert the instance with its PCI requests; ``InstanceExists`` on a dup uuid."""
+        names = [name for name in self.fields if self.obj_attr_is_set(name)]
+        extra = {}
+        if self.obj_attr_is_set("pci_requests") and self.pci_requests is not None:
+            extra["pci_requests"] = self.pci_requests.to_json()
+        row = db_api.instance_create(self._context, self._db_values(names), extra=extra)
+        self._from_db_object(self._context, self, row)
+
+    @base.remotable
+    def save(self):
+        """Write pending changes, including changed PCI requests."""
+        changed = self.obj_what_changed()
+        values = self._db_values(changed)
+        if values:
+            row = db_api.instance_update(self._context, self.uuid, values)
+            self._copy_row(row)
+        if "pci_requests" in changed and self.pci_requests is not None:
+            self.pci_requests.save()
+        self.obj_reset_changes(recursive=True)
+
+    @base.remotable
+    def destroy(self):
+        """Soft-delete the instance; what it owns is archived with it later."""
+        row = db_api.instance_destroy(self._context, self.uuid)
+        self._copy_row(row)
+        self.obj_reset_changes(recursive=True)
+
+
+@base.PcisimObjectRegistry.register
+class InstanceList(base.ObjectListBase, base.PcisimObject):
+    # Version 1.0: Instance 1.0
+    VERSION = "1.0"
+
+    fields = {"objects": fields.ListOfObjectsField("Instance")}
+    obj_relationships = {"objects": [("1.0", "1.0")]}
+
+    @classmethod
+    @base.remotable
+    def get_by_host_and_node(cls, context, host, node=None, expected_attrs=None):
+        """The live instances on a host (and node, when given)."""
+        rows = db_api.instance_get_all_by_host_and_node(context, host, node)
+        return base.obj_make_list(
+            context, cls(context), Instance, rows, expected_attrs=expected_attrs or ()
+        )

@@ -1,0 +1,58 @@
+"""pcisim-conductor: serves the topic ``conductor``, the only process with the database.
+
+    pcisim-conductor [--config-file F]
+
+Refuses to start, naming the command to run, when the database schema is not at the
+newest revision. Stops cleanly on SIGTERM or SIGINT.
+"""
+
+import sys
+
+from oslo_config import cfg
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
+from oslo_service import service
+
+import objects
+from conductor import manager, rpcapi
+from db import engine, migration
+from objects import base as objects_base
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess
+from pcisim.service import RPCService
+
+LOG = logging.getLogger(__name__)
+BINARY = "pcisim-conductor"
+
+
+def build_service():
+    """The conductor service; the database must be configured already."""
+    dbaccess.allow()
+    objects_base.set_indirection_api(None)
+    objects.register_all()
+    return RPCService(BINARY, rpcapi.TOPIC, [manager.ConductorManager()])
+
+
+def check_schema():
+    """Exit with instructions when the schema is missing or out of date."""
+    current, head = migration.db_version(), migration.head_revision()
+    if current != head:
+        sys.exit(
+            f"{BINARY}: the database {pcisim_conf.database_connection()} is at schema "
+            f"revision {current}, not {head}; run: pcisim-manage db sync"
+        )
+
+
+def main(argv=None):
+    try:
+        pcisim_conf.parse_args(sys.argv[1:] if argv is None else argv)
+    except cfg.Error as error:
+        sys.exit(f"{BINARY}: {error}")
+    logging.setup(pcisim_conf.CONF, "pcisim")
+    engine.configure()
+    try:
+        check_schema()
+    except db_exc.DBConnectionError as error:
+        sys.exit(f"{BINARY}: cannot reach the database: {error}")
+    launcher = service.launch(pcisim_conf.CONF, build_service(), workers=1)
+    launcher.wait()

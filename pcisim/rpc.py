@@ -1,0 +1,65 @@
+"""oslo.messaging set up for pcisim: transports, serializer, clients and servers.
+
+Exceptions from ``pcisim.exception`` (and oslo.versionedobjects') are allowed to
+cross the wire, so a ``PciDeviceNotFound`` raised by the conductor is raised again, as
+itself, in the compute that called it. Any other remote exception arrives as
+``oslo_messaging.RemoteError``.
+"""
+
+import re
+
+import oslo_messaging as messaging
+from oslo_messaging.rpc import dispatcher
+
+from objects import base as objects_base
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
+
+ALLOWED_EXMODS = ["pcisim.exception", "oslo_versionedobjects.exception"]
+# user:password@ after the scheme or after a comma (a URL may list several hosts)
+_CREDENTIALS = re.compile(r"(://|,)([^:/@,]*):([^@/]*)@")
+
+
+def get_transport(conf=pcisim_conf.CONF, url=None):
+    """The RPC transport at ``url`` (default ``[DEFAULT] transport_url``)."""
+    return messaging.get_rpc_transport(conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
+
+
+def safe_url(url):
+    """``url`` with any password replaced by ``***``, for logs."""
+    return _CREDENTIALS.sub(r"\1\2:***@", url)
+
+
+class RequestContextSerializer(messaging.Serializer):
+    """Carries the request context, and serializes objects within the payload."""
+
+    def __init__(self, base=None):
+        self._base = base or objects_base.PcisimObjectSerializer()
+
+    def serialize_entity(self, context, entity):
+        return self._base.serialize_entity(context, entity)
+
+    def deserialize_entity(self, context, entity):
+        return self._base.deserialize_entity(context, entity)
+
+    def serialize_context(self, context):
+        return context.to_dict()
+
+    def deserialize_context(self, context):
+        return pcisim_context.RequestContext.from_dict(context)
+
+
+def get_client(transport, target, version_cap=None):
+    return messaging.get_rpc_client(
+        transport, target, version_cap=version_cap, serializer=RequestContextSerializer()
+    )
+
+
+def get_server(transport, target, endpoints):
+    return messaging.get_rpc_server(
+        transport,
+        target,
+        endpoints,
+        serializer=RequestContextSerializer(),
+        access_policy=dispatcher.DefaultRPCAccessPolicy,
+    )
