@@ -15,6 +15,7 @@ from oslo_log import log as logging
 from oslo_utils import versionutils
 from oslo_versionedobjects import base as ovo_base
 
+import objects
 from conductor import rpcapi
 from objects import base as objects_base
 from pcisim import dbaccess, exception
@@ -58,6 +59,7 @@ class ConductorManager:
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
     def __init__(self):
+        objects.register_all()
         self._lock = threading.Lock()
         self.calls = collections.Counter()
 

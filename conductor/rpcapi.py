@@ -9,33 +9,19 @@ RPC API history:
 """
 
 import oslo_messaging as messaging
-from oslo_config import cfg
 from oslo_versionedobjects import base as ovo_base
 
+from pcisim import conf as pcisim_conf
 from pcisim import rpc
 
-TOPIC = "conductor"
 RPC_API_VERSION = "1.0"
-
-upgrade_opts = [
-    cfg.StrOpt(
-        "conductor",
-        help="Newest conductor RPC API version to send, for rolling upgrades; "
-        "unset means the newest this code knows.",
-    ),
-]
-
-
-def register_opts(conf):
-    conf.register_opts(upgrade_opts, group="upgrade_levels")
 
 
 class ConductorAPI(ovo_base.VersionedObjectIndirectionAPI):
     """Runs remotable object methods on the conductor, over RPC."""
 
-    def __init__(self, transport, conf=cfg.CONF):
-        register_opts(conf)
-        target = messaging.Target(topic=TOPIC, version=RPC_API_VERSION)
+    def __init__(self, transport, conf=pcisim_conf.CONF):
+        target = messaging.Target(topic=conf.conductor.topic, version=RPC_API_VERSION)
         self.client = rpc.get_client(transport, target, version_cap=conf.upgrade_levels.conductor)
 
     def object_class_action_versions(

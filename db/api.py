@@ -255,6 +255,9 @@ def action_start(context, values):
 @writer
 def action_event_start(context, action_id, values):
     """Record that an event of an action started, e.g. a compute's build step."""
+    action = context.session.scalar(_live(models.InstanceAction).filter_by(id=action_id))
+    if action is None:
+        raise exception.InstanceActionNotFound(action_id=action_id)
     values = {"start_time": _now(), **values, "action_id": action_id}
     return _insert_owned(context, models.InstanceActionEvent, values)
 
@@ -263,7 +266,7 @@ def action_event_start(context, action_id, values):
 def action_event_finish(context, event_id, result, details=None):
     event = context.session.scalar(_live(models.InstanceActionEvent).filter_by(id=event_id))
     if event is None:
-        raise exception.NotFound(f"Instance action event {event_id} could not be found.")
+        raise exception.InstanceActionEventNotFound(event_id=event_id)
     event.finish_time = _now()
     event.result = result
     event.details = details

@@ -188,6 +188,10 @@ class PciDevice(Base):
     instance_uuid: Mapped[str | None] = mapped_column(sa.String(36))
 
 
+# Tables that name an instance without being owned by it: never archived as its residue.
+INSTANCE_REFERENCE_ONLY = frozenset({"pci_devices"})
+
+
 def _shadow_table(table):
     columns = [
         sa.Column(

@@ -102,11 +102,11 @@ class ComputeNodeList(base.ObjectListBase, base.PcisimObject):
     def get_all(cls, context):
         """Every live compute node."""
         rows = db_api.compute_node_get_all(context)
-        return base.obj_make_list(context, cls(context), ComputeNode, rows)
+        return base.obj_make_list(context, cls(context), rows)
 
     @classmethod
     @base.remotable
     def get_all_by_host(cls, context, host):
         """The live nodes of a host; ``ComputeHostNotFound`` when it has none."""
         rows = db_api.compute_node_get_all_by_host(context, host)
-        return base.obj_make_list(context, cls(context), ComputeNode, rows)
+        return base.obj_make_list(context, cls(context), rows)

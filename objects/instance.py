@@ -117,6 +117,4 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
     def get_by_host_and_node(cls, context, host, node=None, expected_attrs=None):
         """The live instances on a host (and node, when given)."""
         rows = db_api.instance_get_all_by_host_and_node(context, host, node)
-        return base.obj_make_list(
-            context, cls(context), Instance, rows, expected_attrs=expected_attrs or ()
-        )
+        return base.obj_make_list(context, cls(context), rows, expected_attrs=expected_attrs or ())

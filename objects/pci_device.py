@@ -150,7 +150,7 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
 
     @classmethod
     def _from_rows(cls, context, rows):
-        return base.obj_make_list(context, cls(context), PciDevice, rows)
+        return base.obj_make_list(context, cls(context), rows)
 
     @classmethod
     @base.remotable

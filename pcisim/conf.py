@@ -37,19 +37,38 @@ default_opts = [
     ),
 ]
 
+conductor_opts = [
+    cfg.StrOpt(
+        "topic",
+        default="conductor",
+        help="RPC topic the conductor serves. Control planes sharing one message "
+        "broker need different topics.",
+    ),
+]
+
+upgrade_levels_opts = [
+    cfg.StrOpt(
+        "conductor",
+        help="Newest conductor RPC API version to send, for rolling upgrades; "
+        "unset means the newest this code knows.",
+    ),
+]
+
 
 def register_opts(conf=CONF):
     """Register every option pcisim reads, with pcisim's defaults."""
     conf.register_opts(default_opts)
+    conf.register_opts(conductor_opts, group="conductor")
+    conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     db_options.set_defaults(conf)
     # A mini control plane should say "unreachable" in seconds, not after oslo.db's
     # default of ten retries ten seconds apart.
     conf.set_default("max_retries", 3, group="database")
     conf.set_default("retry_interval", 1, group="database")
     for group, opts in messaging_opts.list_opts():
-        if group is None:
-            conf.register_opts(opts)
+        conf.register_opts(opts, group=group)
     conf.set_default("transport_url", IN_PROCESS_TRANSPORT_URL)
+    conf.set_default("control_exchange", "pcisim")
     logging.register_options(conf)
 
 

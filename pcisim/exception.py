@@ -101,3 +101,11 @@ class NotRemotable(Invalid):
         "%(objname)s.%(method)s is not a remotable method; "
         "the conductor runs remotable methods of registered objects only."
     )
+
+
+class InstanceActionNotFound(NotFound):
+    msg_fmt = "Instance action %(action_id)s could not be found."
+
+
+class InstanceActionEventNotFound(NotFound):
+    msg_fmt = "Instance action event %(event_id)s could not be found."

@@ -6,7 +6,9 @@ missing server is a failure.
 """
 
 import os
+import socket
 import uuid
+from urllib import parse
 
 import pytest
 import sqlalchemy as sa
@@ -32,6 +34,16 @@ def unavailable(reason):
     if in_ci():
         pytest.fail(f"{reason} (CI=true: every server is required)", pytrace=False)
     pytest.skip(reason)
+
+
+def port_open(url, timeout=2.0):
+    """Whether the server of ``url`` accepts TCP connections."""
+    parsed = parse.urlsplit(url)
+    try:
+        socket.create_connection((parsed.hostname, parsed.port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
 
 
 class ScratchDatabase:

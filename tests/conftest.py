@@ -1,8 +1,12 @@
+import os
+
 import pytest
 
 import pcisim  # noqa: F401  (selects the concurrency backend before anything else)
 from db import engine
+from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
+from pcisim import rpc, testing
 from tests import backends
 
 
@@ -26,3 +30,43 @@ def db(database):
 @pytest.fixture
 def ctxt():
     return pcisim_context.get_admin_context()
+
+
+RABBIT_URL = os.environ.get("PCISIM_TEST_RABBIT_URL", "rabbit://guest:guest@127.0.0.1:5672/")
+TRANSPORT_URLS = {"memory": pcisim_conf.IN_PROCESS_TRANSPORT_URL, "rabbit": RABBIT_URL}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def config():
+    """pcisim's options, registered and parsed with no configuration file."""
+    pcisim_conf.parse_args([], default_config_files=[])
+    # Queues named after per-test topics must not pile up on a shared broker, and an
+    # exchange of our own keeps them apart from queues of other settings.
+    pcisim_conf.CONF.set_override("amqp_auto_delete", True, group="oslo_messaging_rabbit")
+    pcisim_conf.CONF.set_override("control_exchange", "pcisim_test")
+    return pcisim_conf.CONF
+
+
+@pytest.fixture(scope="session", params=sorted(TRANSPORT_URLS))
+def transport_url(request):
+    """Each real transport: in-process kombu, and RabbitMQ when reachable."""
+    url = TRANSPORT_URLS[request.param]
+    if request.param == "rabbit" and not backends.port_open(url):
+        backends.unavailable(f"RabbitMQ unreachable at {rpc.safe_url(url)}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def running_conductor(transport_url, config):
+    """A conductor on each transport, started once: stopping one takes a second."""
+    running = testing.InProcessConductor(transport_url).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def conductor(db, running_conductor):
+    """The conductor on an empty database; this process acts as a compute."""
+    running_conductor.calls.clear()
+    with running_conductor.acting_as_compute():
+        yield running_conductor

@@ -13,8 +13,7 @@ from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_service import service
 
-import objects
-from conductor import manager, rpcapi
+from conductor import manager
 from db import engine, migration
 from objects import base as objects_base
 from pcisim import conf as pcisim_conf
@@ -29,8 +28,8 @@ def build_service():
     """The conductor service; the database must be configured already."""
     dbaccess.allow()
     objects_base.set_indirection_api(None)
-    objects.register_all()
-    return RPCService(BINARY, rpcapi.TOPIC, [manager.ConductorManager()])
+    topic = pcisim_conf.CONF.conductor.topic
+    return RPCService(BINARY, topic, [manager.ConductorManager()])
 
 
 def check_schema():

@@ -7,10 +7,13 @@
     pcisim-manage db purge (--all | --before DATE) [--verbose]
 
 Exit codes follow nova-manage. archive_deleted_rows: 0 nothing archived, 1 rows
-archived, 2 invalid --max_rows, 3 database unreachable, 4 invalid --before. purge:
-0 rows deleted, 1 neither --all nor --before, 2 invalid --before, 3 nothing purged.
+archived, 2 invalid --max_rows (or other invalid arguments), 3 database unreachable,
+4 invalid --before. purge: 0 rows deleted, 1 neither --all nor --before, 2 invalid
+--before, 3 nothing purged. Every command: 2 for a bad configuration file or argument,
+255 for an unexpected error (and for an unreachable database, outside archiving).
 """
 
+import argparse
 import sys
 import time
 
@@ -19,6 +22,7 @@ from dateutil import parser as date_parser
 from dateutil import tz
 from oslo_config import cfg
 from oslo_db import exception as db_exc
+from oslo_log import log as logging
 
 from db import archive, engine, migration
 from pcisim import conf as pcisim_conf
@@ -26,9 +30,11 @@ from pcisim import context as pcisim_context
 from pcisim import exception
 
 CONF = pcisim_conf.CONF
+LOG = logging.getLogger(__name__)
 
 EXIT_CONFIG_ERROR = 2
-EXIT_UNREACHABLE = 3
+EXIT_ARCHIVE_UNREACHABLE = 3
+EXIT_UNEXPECTED = 255
 
 
 def _positive_int(text):
@@ -45,10 +51,21 @@ def parse_date(text):
     """A date as naive UTC; ``InvalidInput`` naming the text when it is not one."""
     try:
         value = date_parser.parse(text)
+        if value.tzinfo is not None:
+            value = value.astimezone(tz.UTC).replace(tzinfo=None)
     except (ValueError, OverflowError):
-        raise exception.InvalidInput(reason=f"{text!r} is not a date")
-    if value.tzinfo is not None:
-        value = value.astimezone(tz.UTC).replace(tzinfo=None)
+        raise exception.InvalidInput(reason=f"{text!r} is not a date (in UTC)")
+    return value
+
+
+def _seconds(text):
+    """An argparse type: a non-negative number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
     return value
 
 
@@ -185,7 +202,7 @@ def _add_db_parsers(subparsers):
     )
     archive_parser.add_argument(
         "--sleep",
-        type=float,
+        type=_seconds,
         default=0.0,
         metavar="SECONDS",
         help="pause between batches of --until-complete",
@@ -227,13 +244,18 @@ def main(argv=None):
     except cfg.Error as error:
         print(f"pcisim-manage: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    action = CONF.category.action
     try:
         engine.configure()
-        return _run(CONF.category.action)
+        return _run(action)
     except db_exc.DBConnectionError as error:
         url = pcisim_conf.database_connection()
         print(f"Cannot reach the database {url}: {error}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+        return EXIT_ARCHIVE_UNREACHABLE if action == "archive_deleted_rows" else EXIT_UNEXPECTED
+    except Exception as error:
+        LOG.exception("pcisim-manage db %s failed", action)
+        print(f"pcisim-manage db {action} failed: {error}", file=sys.stderr)
+        return EXIT_UNEXPECTED
 
 
 def console_main():

@@ -2,7 +2,9 @@
 
 import uuid
 
-from db import api
+import sqlalchemy as sa
+
+from db import api, engine, models
 
 
 def compute_node(ctxt, host="host1", node="node1", **values):
@@ -56,3 +58,16 @@ def instance_with_history(ctxt, **values):
         ctxt, {"instance_uuid": inst.uuid, "code": 500, "message": "boom", "host": "host1"}
     )
     return inst
+
+
+def deleted_device(ctxt, node_id, address="0000:81:00.1", **values):
+    """A device created and then soft-deleted, as the PCI tracker removes one."""
+    pci_device(ctxt, node_id, address, **values)
+    return api.pci_device_destroy(ctxt, node_id, address)
+
+
+def set_deleted_at(table_name, row_id, when):
+    """Backdate (or postdate) a row's deletion, which no API call lets a caller choose."""
+    table = models.Base.metadata.tables[table_name]
+    with engine.get_engine().begin() as connection:
+        connection.execute(sa.update(table).where(table.c.id == row_id).values(deleted_at=when))

@@ -1,0 +1,305 @@
+"""Remotable calls from a compute-side thread reach the conductor over a real transport."""
+
+import uuid
+
+import oslo_messaging as messaging
+import pytest
+import sqlalchemy as sa
+
+from db import api as db_api
+from db import engine, models
+from objects import base as objects_base
+from objects.compute_node import ComputeNode, ComputeNodeList
+from objects.instance import Instance, InstanceList
+from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from objects.pci_device import PciDevice, PciDeviceList
+from objects.pci_device_pool import PciDevicePool, PciDevicePoolList
+from pcisim import dbaccess, exception, testing
+
+
+def _node(ctxt, name="node1"):
+    node = ComputeNode(
+        ctxt,
+        uuid=str(uuid.uuid4()),
+        host="host1",
+        hypervisor_hostname=name,
+        vcpus=8,
+        memory_mb=4096,
+        local_gb=100,
+    )
+    node.create()
+    return node
+
+
+def _device(ctxt, node, address="0000:81:00.1", **values):
+    values = {
+        "vendor_id": "8086",
+        "product_id": "1520",
+        "dev_type": "type-VF",
+        "status": "available",
+        "label": "label_8086_1520",
+        "parent_addr": "0000:81:00.0",
+        "numa_node": 0,
+        **values,
+    }
+    device = PciDevice(ctxt, compute_node_id=node.id, address=address, **values)
+    device.save()
+    return device
+
+
+def _device_rows():
+    with dbaccess.granted(), engine.get_engine().connect() as connection:
+        table = models.PciDevice.__table__
+        return [dict(row._mapping) for row in connection.execute(sa.select(table))]
+
+
+def test_compute_node_create_save_get_and_destroy_round_trip(conductor, ctxt):
+    node = _node(ctxt)
+    node.vcpus_used = 2
+    node.pci_device_pools = PciDevicePoolList(
+        objects=[
+            PciDevicePool(
+                vendor_id="8086",
+                product_id="1520",
+                numa_node=0,
+                dev_type="type-VF",
+                tags={"physical_network": "physnet1"},
+                count=7,
+            )
+        ]
+    )
+    node.save()
+
+    fetched = ComputeNode.get_by_host_and_nodename(ctxt, "host1", "node1")
+    assert (fetched.id, fetched.vcpus_used) == (node.id, 2)
+    assert fetched.pci_device_pools[0].count == 7
+    assert ComputeNode.get_by_id(ctxt, node.id).uuid == node.uuid
+    assert [n.id for n in ComputeNodeList.get_all_by_host(ctxt, "host1")] == [node.id]
+    assert [n.id for n in ComputeNodeList.get_all(ctxt)] == [node.id]
+    node.destroy()
+    assert node.deleted
+    with pytest.raises(exception.ComputeNodeNotFound):
+        ComputeNode.get_by_id(ctxt, node.id)
+    assert conductor.calls[("object_action", "ComputeNode", "create")] == 1
+
+
+def test_instance_with_pci_requests_round_trip(conductor, ctxt):
+    requests = InstancePCIRequests(
+        requests=[
+            InstancePCIRequest(
+                count=1,
+                spec=[{"vendor_id": "8086"}],
+                alias_name="nic",
+                request_id=str(uuid.uuid4()),
+                numa_policy="legacy",
+            )
+        ]
+    )
+    instance = Instance(
+        ctxt,
+        uuid=str(uuid.uuid4()),
+        host="host1",
+        node="node1",
+        vm_state="building",
+        pci_requests=requests,
+    )
+    instance.create()
+    instance.vm_state = "active"
+    instance.save()
+
+    fetched = Instance.get_by_uuid(ctxt, instance.uuid, expected_attrs=["pci_requests"])
+    assert fetched.vm_state == "active"
+    assert fetched.pci_requests.requests[0].alias_name == "nic"
+    assert InstancePCIRequests.get_by_instance_uuid(ctxt, instance.uuid).requests[0].count == 1
+    listed = InstanceList.get_by_host_and_node(ctxt, "host1", "node1")
+    assert [i.uuid for i in listed] == [instance.uuid]
+    instance.destroy()
+    with pytest.raises(exception.InstanceNotFound):
+        Instance.get_by_uuid(ctxt, instance.uuid)
+
+
+def test_instance_loads_its_devices_lazily_through_the_conductor(conductor, ctxt):
+    node = _node(ctxt)
+    instance = Instance(ctxt, uuid=str(uuid.uuid4()), host="host1", node="node1")
+    instance.create()
+    _device(ctxt, node, status="allocated", instance_uuid=instance.uuid)
+
+    fetched = Instance.get_by_uuid(ctxt, instance.uuid)
+
+    assert [d.address for d in fetched.pci_devices] == ["0000:81:00.1"]
+    assert (
+        conductor.calls[("object_class_action_versions", "PciDeviceList", "get_by_instance_uuid")]
+        == 1
+    )
+
+
+def test_pci_device_create_save_get_and_destroy_round_trip(conductor, ctxt):
+    node = _node(ctxt)
+    device = _device(ctxt, node)
+    assert device.id and not device.obj_what_changed()
+
+    device.status, device.instance_uuid = "allocated", "i-1"
+    device.save()
+
+    assert not device.obj_what_changed()
+    assert PciDevice.get_by_dev_addr(ctxt, node.id, device.address).status == "allocated"
+    assert PciDevice.get_by_dev_id(ctxt, device.id).instance_uuid == "i-1"
+    assert [d.id for d in PciDeviceList.get_by_instance_uuid(ctxt, "i-1")] == [device.id]
+    device.destroy()
+    assert (device.status, device.deleted) == ("deleted", True)
+    assert list(PciDeviceList.get_by_compute_node(ctxt, node.id)) == []
+
+
+def test_explicit_create_of_a_pci_device_round_trip(conductor, ctxt):
+    node = _node(ctxt)
+    device = PciDevice(
+        ctxt,
+        compute_node_id=node.id,
+        address="0000:05:00.0",
+        vendor_id="10de",
+        product_id="1eb8",
+        dev_type="type-PCI",
+        status="available",
+        label="gpu",
+    )
+    device.create()
+    assert PciDevice.get_by_dev_id(ctxt, device.id).label == "gpu"
+    with pytest.raises(exception.ObjectActionError):
+        device.create()
+
+
+def test_saving_a_removed_device_soft_deletes_it(conductor, ctxt):
+    node = _node(ctxt)
+    device = _device(ctxt, node)
+    device.status = "removed"
+
+    device.save()
+
+    assert device.status == "deleted"
+    assert [row["deleted"] for row in _device_rows()] == [device.id]
+
+
+def test_creating_a_device_without_identity_fields_arrives_as_invalid_input(conductor, ctxt):
+    node = _node(ctxt)
+    device = PciDevice(ctxt, compute_node_id=node.id, address="0000:81:00.1", status="available")
+    with pytest.raises(exception.InvalidInput, match="vendor_id, product_id, dev_type, label"):
+        device.save()
+    assert _device_rows() == []
+
+
+def test_saving_an_archived_device_raises_not_found_keeps_changes_inserts_nothing(conductor, ctxt):
+    node = _node(ctxt)
+    device = _device(ctxt, node, status="allocated", instance_uuid="i-1")
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(sa.delete(models.PciDevice.__table__))
+    device.status, device.instance_uuid = "available", None
+
+    with pytest.raises(exception.PciDeviceNotFound) as raised:
+        device.save()
+
+    assert raised.value.kwargs == {"node_id": node.id, "address": "0000:81:00.1"}
+    assert device.obj_what_changed() == {"status", "instance_uuid"}
+    assert _device_rows() == []
+
+
+def test_batch_save_writes_every_change_in_one_round_trip(conductor, ctxt):
+    node = _node(ctxt)
+    devices = PciDeviceList(
+        ctxt, objects=[_device(ctxt, node, f"0000:81:00.{f}") for f in range(1, 6)]
+    )
+    for device in devices[:4]:
+        device.status = "claimed"
+    devices[4].status = "removed"
+    devices.objects.append(
+        PciDevice(
+            ctxt,
+            compute_node_id=node.id,
+            address="0000:82:00.0",
+            vendor_id="8086",
+            product_id="1521",
+            dev_type="type-PF",
+            status="available",
+            label="pf",
+        )
+    )
+    before = conductor.calls.total()
+
+    devices.save()
+
+    assert conductor.calls.total() - before == 1
+    assert not any(d.obj_what_changed() for d in devices)
+    stored = {d.address: d.status for d in PciDeviceList.get_by_compute_node(ctxt, node.id)}
+    assert stored == {
+        **{f"0000:81:00.{f}": "claimed" for f in range(1, 5)},
+        "0000:82:00.0": "available",
+    }
+    assert devices[5].id is not None and devices[4].status == "deleted"
+
+
+def test_batch_save_with_nothing_changed_makes_no_round_trip(conductor, ctxt):
+    node = _node(ctxt)
+    devices = PciDeviceList.get_by_compute_node(ctxt, node.id)
+    before = conductor.calls.total()
+    devices.save()
+    assert conductor.calls.total() == before
+
+
+def test_batch_save_reports_archived_devices_and_saves_the_others(conductor, ctxt):
+    node = _node(ctxt)
+    kept, archived = _device(ctxt, node, "0000:81:00.1"), _device(ctxt, node, "0000:81:00.2")
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        table = models.PciDevice.__table__
+        connection.execute(sa.delete(table).where(table.c.address == "0000:81:00.2"))
+    kept.status = archived.status = "claimed"
+
+    with pytest.raises(exception.PciDevicesNotFound) as raised:
+        PciDeviceList(ctxt, objects=[kept, archived]).save()
+
+    assert raised.value.kwargs["addresses"] == ["0000:81:00.2"]
+    assert not kept.obj_what_changed()
+    assert archived.obj_what_changed() == {"status"}
+    assert [row["address"] for row in _device_rows()] == ["0000:81:00.1"]
+
+
+def test_direct_database_call_from_the_compute_side_is_refused(conductor, ctxt):
+    with pytest.raises(exception.DBNotAllowed, match="db.api.pci_device_get_all_by_node"):
+        db_api.pci_device_get_all_by_node(ctxt, 1)
+
+
+def test_every_compute_side_write_is_an_object_action_message(conductor, ctxt):
+    node = _node(ctxt)
+    device = _device(ctxt, node)
+    for status in ("claimed", "allocated", "available"):
+        device.status = status
+        device.save()
+
+    assert conductor.calls[("object_action", "PciDevice", "save")] == 4
+    assert conductor.calls[("object_action", "ComputeNode", "create")] == 1
+
+
+def test_results_come_back_in_the_versions_the_caller_knows(conductor, ctxt):
+    node = _node(ctxt)
+    _device(ctxt, node, uuid=str(uuid.uuid4()))
+    api = objects_base.PcisimObject.indirection_api
+
+    device = api.object_class_action_versions(
+        ctxt, "PciDevice", "get_by_dev_addr", {"PciDevice": "1.0"}, (node.id, "0000:81:00.1"), {}
+    )
+
+    assert device.VERSION == "1.0"
+    assert device.address == "0000:81:00.1"
+    assert not device.obj_attr_is_set("uuid")
+
+
+def test_conductor_unavailable_times_out_and_keeps_pending_changes(db, transport_url, ctxt, config):
+    with testing.InProcessConductor(transport_url) as conductor:
+        device = _device(ctxt, _node(ctxt))
+        conductor.service.stop()
+        config.set_override("rpc_response_timeout", 1)
+        device.status = "claimed"
+        try:
+            with pytest.raises(messaging.MessagingTimeout):
+                device.save()
+        finally:
+            config.clear_override("rpc_response_timeout")
+    assert device.obj_what_changed() == {"status"}

@@ -1,0 +1,131 @@
+"""Object versions: a change to fields or remotable methods must come with a bump."""
+
+import uuid
+
+import pytest
+from oslo_versionedobjects import fixture
+
+import objects
+from objects import base
+from objects.compute_node import ComputeNode
+from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from objects.pci_device import PciDevice, PciDeviceList
+from objects.pci_device_pool import PciDevicePool, PciDevicePoolList
+
+objects.register_all()
+
+# When a test below fails, bump the object's VERSION, note the change in its version
+# log, handle the old version in obj_make_compatible, and update the hash here.
+EXPECTED_FINGERPRINTS = {
+    "ComputeNode": "1.1-386f1655e4b6fea78920bdd5d2cfd55a",
+    "ComputeNodeList": "1.1-2869e5881bb3692cefc9723beaeb30f7",
+    "Instance": "1.0-e1508aedd5d903a262694f638c8c8773",
+    "InstanceList": "1.0-d17b1da3776f453cc5656f26a9efa7d2",
+    "InstancePCIRequest": "1.1-98e064b6abafcb39990b9db9e8933b40",
+    "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
+    "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
+    "PciDeviceList": "1.1-9a53b6f45573013f02bddb789e8d7225",
+    "PciDevicePool": "1.0-74e44980679c0b24ab5541d1f80aab35",
+    "PciDevicePoolList": "1.0-15ecf022a68ddbb8c2a6739cfc9f8f5e",
+}
+
+EXPECTED_DEPENDENCIES = {
+    "ComputeNode": {"PciDevicePoolList": "1.0"},
+    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.1"},
+}
+
+
+@pytest.fixture
+def checker():
+    return fixture.ObjectVersionChecker(base.PcisimObjectRegistry.obj_classes())
+
+
+def test_fields_and_remotable_methods_match_their_versions(checker):
+    expected, actual = checker.test_hashes(EXPECTED_FINGERPRINTS)
+    assert actual == expected, "an object changed without a version bump"
+
+
+def test_nested_object_versions_are_declared(checker):
+    expected, actual = checker.test_relationships(EXPECTED_DEPENDENCIES)
+    assert actual == expected
+
+
+def test_every_version_backports_through_obj_make_compatible(checker):
+    checker.test_compatibility_routines(use_manifest=True)
+
+
+def test_relationships_are_in_version_order(checker):
+    checker.test_relationships_in_order()
+
+
+def test_the_fingerprint_changes_when_a_field_is_added():
+    class Changed(PciDevice):
+        fields = {**PciDevice.fields, "colour": PciDevice.fields["label"]}
+
+    before = fixture.ObjectVersionChecker({"PciDevice": [PciDevice]}).get_hashes()
+    after = fixture.ObjectVersionChecker({"PciDevice": [Changed]}).get_hashes()
+    assert before != after
+
+
+def _device(**values):
+    return PciDevice(
+        id=1,
+        compute_node_id=1,
+        address="0000:81:00.1",
+        vendor_id="8086",
+        product_id="1520",
+        dev_type="type-VF",
+        status="available",
+        label="l",
+        uuid=str(uuid.uuid4()),
+        **values,
+    )
+
+
+def test_pci_device_1_0_has_no_uuid():
+    primitive = _device().obj_to_primitive(target_version="1.0")
+    assert "uuid" not in primitive["pcisim_object.data"]
+    assert primitive["pcisim_object.version"] == "1.0"
+
+
+def test_pci_device_list_1_0_carries_pci_devices_1_0():
+    devices = PciDeviceList(objects=[_device()])
+    primitive = devices.obj_to_primitive(target_version="1.0")
+    (child,) = primitive["pcisim_object.data"]["objects"]
+    assert child["pcisim_object.version"] == "1.0"
+    assert "uuid" not in child["pcisim_object.data"]
+
+
+def test_instance_pci_request_1_0_has_no_numa_policy():
+    request = InstancePCIRequest(count=1, spec=[{}], numa_policy="required")
+    assert "numa_policy" not in request.obj_to_primitive("1.0")["pcisim_object.data"]
+
+
+def test_instance_pci_requests_1_0_carries_requests_1_0():
+    requests = InstancePCIRequests(
+        instance_uuid=str(uuid.uuid4()),
+        requests=[InstancePCIRequest(count=1, spec=[{}], numa_policy="required")],
+    )
+    data = requests.obj_to_primitive("1.0")["pcisim_object.data"]
+    (child,) = data["requests"]
+    assert child["pcisim_object.version"] == "1.0"
+    assert "numa_policy" not in child["pcisim_object.data"]
+
+
+def test_compute_node_1_0_drops_its_nested_pools():
+    pools = PciDevicePoolList(
+        objects=[
+            PciDevicePool(
+                vendor_id="8086",
+                product_id="1520",
+                numa_node=0,
+                dev_type="type-VF",
+                tags={},
+                count=3,
+            )
+        ]
+    )
+    node = ComputeNode(id=1, host="h", hypervisor_hostname="n", pci_device_pools=pools)
+    data = node.obj_to_primitive("1.0")["pcisim_object.data"]
+    assert "pci_device_pools" not in data
+    assert data["host"] == "h"
