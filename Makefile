@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "pcisim needs Python >= 3.11, $(PYTHON) is " + sys.version.split()[0])'
@@ -18,6 +18,8 @@ $(STAMP): setup.cfg pyproject.toml
 # Until the all-in-one control plane lands, `make run` migrates the embedded SQLite
 # database and starts the conductor alone on the in-process transport.
 run: $(STAMP)
+	@echo "make run: the all-in-one control plane is not built yet; starting the conductor"
+	@echo "alone on the embedded defaults (SQLite under ./state, kombu+memory://// transport)."
 	$(BIN)/pcisim-manage $(ARGS) db sync
 	$(BIN)/pcisim-conductor $(ARGS)
 

@@ -70,6 +70,14 @@ def register_opts(conf=CONF):
     conf.set_default("transport_url", IN_PROCESS_TRANSPORT_URL)
     conf.set_default("control_exchange", "pcisim")
     logging.register_options(conf)
+    logging.set_defaults(
+        default_log_levels=[
+            *logging.get_default_log_levels(),
+            # kombu warns on every in-process connection that it has no host name.
+            "kombu.connection=ERROR",
+            "alembic.runtime.migration=WARN",
+        ]
+    )
 
 
 def parse_args(argv, conf=CONF, default_config_files=None):

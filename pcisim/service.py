@@ -1,4 +1,11 @@
-"""A long-running pcisim service: an oslo.service Service that serves one RPC topic."""
+"""Long-running pcisim services: oslo.service Services that serve RPC topics.
+
+Services run in the process that starts them (oslo.service's in-process ``Launcher``),
+one process per binary, and stop gracefully on SIGTERM and on SIGINT (Ctrl-C).
+"""
+
+import signal
+import threading
 
 import oslo_messaging as messaging
 from oslo_log import log as logging
@@ -49,3 +56,31 @@ class RPCService(service.Service):
             self.transport.cleanup()
             LOG.info("%s stopped serving topic %r", self.binary, self.topic)
         super().stop(graceful)
+
+
+def serve(services, conf=pcisim_conf.CONF, signals=(signal.SIGTERM, signal.SIGINT)):
+    """Run ``services`` in this process until SIGTERM or SIGINT, then stop them gracefully.
+
+    Stopping a service stops its RPC server from taking new messages and waits for the
+    calls in progress to finish. Returns the number of the signal that stopped it.
+    """
+    stop_requested = threading.Event()
+    received = []
+
+    def request_stop(signum, frame):
+        received.append(signum)
+        stop_requested.set()
+
+    previous = {signum: signal.signal(signum, request_stop) for signum in signals}
+    launcher = service.Launcher(conf)
+    try:
+        for svc in services:
+            launcher.launch_service(svc)
+        stop_requested.wait()
+        LOG.info("Caught %s, stopping gracefully", signal.Signals(received[0]).name)
+    finally:
+        launcher.stop()
+        launcher.wait()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return received[0]

@@ -11,14 +11,13 @@ import sys
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
-from oslo_service import service
 
 from conductor import manager
 from db import engine, migration
 from objects import base as objects_base
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess
-from pcisim.service import RPCService
+from pcisim import service as pcisim_service
 
 LOG = logging.getLogger(__name__)
 BINARY = "pcisim-conductor"
@@ -29,7 +28,7 @@ def build_service():
     dbaccess.allow()
     objects_base.set_indirection_api(None)
     topic = pcisim_conf.CONF.conductor.topic
-    return RPCService(BINARY, topic, [manager.ConductorManager()])
+    return pcisim_service.RPCService(BINARY, topic, [manager.ConductorManager()])
 
 
 def check_schema():
@@ -53,5 +52,4 @@ def main(argv=None):
         check_schema()
     except db_exc.DBConnectionError as error:
         sys.exit(f"{BINARY}: cannot reach the database: {error}")
-    launcher = service.launch(pcisim_conf.CONF, build_service(), workers=1)
-    launcher.wait()
+    pcisim_service.serve([build_service()])
