@@ -54,12 +54,30 @@ upgrade_levels_opts = [
     ),
 ]
 
+pci_opts = [
+    cfg.MultiStrOpt(
+        "device_spec",
+        default=[],
+        help="Which reported PCI devices are assignable, and their tags. Each value is a "
+        'JSON dict or list of dicts, e.g. {"vendor_id": "8086", "product_id": "1520", '
+        '"address": "*:0a:00.*", "physical_network": "physnet1"}.',
+    ),
+    cfg.MultiStrOpt(
+        "alias",
+        default=[],
+        help="Names for PCI requests. Each value is a JSON dict, e.g. "
+        '{"name": "nic", "vendor_id": "8086", "product_id": "1520", '
+        '"device_type": "type-VF", "numa_policy": "legacy"}. Repeating a name ORs the specs.',
+    ),
+]
+
 
 def register_opts(conf=CONF):
     """Register every option pcisim reads, with pcisim's defaults."""
     conf.register_opts(default_opts)
     conf.register_opts(conductor_opts, group="conductor")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
+    conf.register_opts(pci_opts, group="pci")
     db_options.set_defaults(conf)
     # A mini control plane should say "unreachable" in seconds, not after oslo.db's
     # default of ten retries ten seconds apart.

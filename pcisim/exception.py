@@ -109,3 +109,51 @@ class InstanceActionNotFound(NotFound):
 
 class InstanceActionEventNotFound(NotFound):
     msg_fmt = "Instance action event %(event_id)s could not be found."
+
+
+class PciConfigError(Invalid):
+    msg_fmt = "Invalid [pci] %(option)s entry %(entry)s: %(reason)s"
+
+
+class InvalidPciAddress(Invalid):
+    msg_fmt = "Invalid PCI address %(address)r: %(reason)s"
+
+
+class PciAliasNotFound(Invalid):
+    msg_fmt = "PCI alias %(alias)s is not defined in [pci] alias."
+
+
+class InvalidPciRequest(Invalid):
+    msg_fmt = "Invalid PCI request %(request)r: %(reason)s"
+
+
+class PciDeviceRequestFailed(Conflict):
+    msg_fmt = "PCI device request %(requests)s failed: %(reason)s"
+
+
+class PciDeviceInvalidStatus(Conflict):
+    msg_fmt = (
+        "PCI device %(compute_node_id)s:%(address)s is %(status)s instead of "
+        "%(hopestatus)s."
+    )
+
+
+class PciDeviceInvalidOwner(Conflict):
+    msg_fmt = (
+        "PCI device %(compute_node_id)s:%(address)s is owned by %(owner)s instead of "
+        "%(hopeowner)s."
+    )
+
+
+class PciDeviceVFInvalidStatus(Conflict):
+    msg_fmt = (
+        "Not all virtual functions of PF %(compute_node_id)s:%(address)s are "
+        "%(hopestatus)s: %(busy)s."
+    )
+
+
+class PciDevicePFInvalidStatus(Conflict):
+    msg_fmt = (
+        "Physical function %(compute_node_id)s:%(address)s, parent of VF "
+        "%(compute_node_id)s:%(vf_address)s, is %(status)s instead of %(hopestatus)s."
+    )
