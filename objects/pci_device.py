@@ -4,7 +4,7 @@ from oslo_serialization import jsonutils
 from oslo_utils import versionutils
 
 from db import api as db_api
-from objects import base, fields
+from objects import base, fields, pci_device_state
 from pcisim import exception
 
 _NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})
@@ -22,6 +22,11 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.0: initial version
     # Version 1.1: added uuid
     VERSION = "1.1"
+
+    # The PF of a VF and the VFs of a PF, linked by the PCI tracker (not fields: they
+    # never travel). See objects/pci_device_state.py for how they constrain each other.
+    parent_device = None
+    child_devices = ()
 
     fields = {
         "id": fields.IntegerField(),
@@ -113,6 +118,41 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
         """Soft-delete this device's row; ``PciDeviceNotFound`` if it is already gone."""
         row = db_api.pci_device_destroy(self._context, self.compute_node_id, self.address)
         self._from_db_object(self._context, self, row)
+
+    def link_parent(self, parent):
+        """Record that this VF belongs to the PF ``parent``."""
+        self.parent_device = parent
+        if not isinstance(parent.child_devices, list):
+            parent.child_devices = []
+        parent.child_devices.append(self)
+
+    def unlink(self):
+        """Forget this device's PF and VFs (it is leaving the tracker)."""
+        if self.parent_device is not None:
+            self.parent_device.child_devices.remove(self)
+            self.parent_device = None
+        for vf in list(self.child_devices):
+            vf.parent_device = None
+        self.child_devices = ()
+
+    def claim(self, instance_uuid, request_id=None):
+        """Claim for an instance; returns every device whose status changed."""
+        return pci_device_state.apply(self, "claim", instance_uuid, request_id)
+
+    def allocate(self, instance_uuid, request_id=None):
+        """Allocate to an instance (claimed by it, or available); returns changed devices."""
+        return pci_device_state.apply(self, "allocate", instance_uuid, request_id)
+
+    def free(self, instance_uuid=None):
+        """Release a claim or allocation (of ``instance_uuid``, when given)."""
+        return pci_device_state.apply(self, "free", instance_uuid)
+
+    def remove(self):
+        """Mark a free device gone from the hypervisor; saving soft-deletes its row."""
+        return pci_device_state.apply(self, "remove")
+
+    def is_available(self):
+        return self.status == fields.PciDeviceStatus.AVAILABLE
 
     def _adopt(self, stored):
         """Take the stored copy's values and forget the changes it reflects."""
