@@ -1,0 +1,260 @@
+"""Pools: a node's free PCI devices grouped by kind, so that claims need not scan devices.
+
+A pool holds the *available* devices that share a vendor, product, NUMA node, device
+type, parent PF (VFs are pooled per PF) and device_spec tags. The tracker keeps pools
+in step with device statuses (``update_device``); requests are planned against pools:
+
+- ``support_requests`` answers, without changing anything, whether the requests fit
+  (the scheduler asks it of a node's published pools, which carry counts only);
+- ``consume_requests`` picks devices and claims them for an instance (the compute).
+
+PF and vDPA pools serve only requests that ask for that device type. NUMA policies,
+for a guest on NUMA nodes ``numa_cells``: ``required`` takes devices on those nodes
+only; ``legacy`` (the default) also takes devices with no NUMA node; ``preferred``
+takes any device, those nodes first; ``socket`` takes devices on the same socket.
+A guest without NUMA topology (``numa_cells=None``) may use any device.
+
+Non-empty pools are indexed by (vendor, product, type, NUMA node), so the cost of a
+claim does not grow with the number of devices or pools on the node.
+"""
+
+import collections
+import dataclasses
+
+from objects import pci_device_pool
+from objects.fields import PciDeviceType
+from pci.request import spec_matches
+from pcisim import exception
+
+REQUEST_ONLY_TYPES = frozenset({PciDeviceType.SRIOV_PF, PciDeviceType.VDPA})
+LEGACY, REQUIRED, PREFERRED, SOCKET = "legacy", "required", "preferred", "socket"
+
+
+@dataclasses.dataclass(eq=False)
+class Pool:
+    """Free devices of one kind; ``count`` only, when built from published pools."""
+
+    vendor_id: str
+    product_id: str
+    numa_node: int | None
+    dev_type: str
+    parent_addr: str | None
+    tags: tuple
+    devices: dict = dataclasses.field(default_factory=dict)
+    published_count: int | None = None
+
+    @property
+    def key(self):
+        return (
+            self.vendor_id,
+            self.product_id,
+            self.numa_node,
+            self.dev_type,
+            self.parent_addr,
+            self.tags,
+        )
+
+    @property
+    def bucket(self):
+        return (self.vendor_id, self.product_id, self.dev_type, self.numa_node)
+
+    @property
+    def count(self):
+        return len(self.devices) if self.published_count is None else self.published_count
+
+    def candidate(self):
+        """What a request spec is matched against."""
+        return {
+            "vendor_id": self.vendor_id,
+            "product_id": self.product_id,
+            "dev_type": self.dev_type,
+            **dict(self.tags),
+        }
+
+
+class PciDeviceStats:
+    """The pools of one compute node."""
+
+    def __init__(self, tags_for=None, numa_sockets=None):
+        self._tags_for = tags_for or (lambda device: {})
+        self._numa_sockets = numa_sockets or {}
+        self._buckets = collections.defaultdict(dict)  # bucket -> {pool key: Pool}
+        self._pool_of = {}  # device address -> the Pool holding it
+
+    # ----------------------------------------------------------- bookkeeping
+
+    def update_device(self, device):
+        """Put ``device`` in its pool when it is available, take it out otherwise."""
+        self._discard(device)
+        if device.is_available():
+            self._pool_for(device).devices[device.address] = device
+            self._pool_of[device.address] = self._pool_for(device)
+
+    def remove_device(self, device):
+        self._discard(device)
+
+    def _discard(self, device):
+        pool = self._pool_of.pop(device.address, None)
+        if pool is None:
+            return
+        del pool.devices[device.address]
+        if not pool.devices:
+            del self._buckets[pool.bucket][pool.key]
+
+    def _pool_for(self, device):
+        tags = tuple(sorted(self._tags_for(device).items()))
+        parent = device.parent_addr if device.dev_type == PciDeviceType.SRIOV_VF else None
+        pool = Pool(
+            device.vendor_id, device.product_id, device.numa_node, device.dev_type, parent, tags
+        )
+        return self._buckets[pool.bucket].setdefault(pool.key, pool)
+
+    def pools(self):
+        return [pool for bucket in self._buckets.values() for pool in bucket.values()]
+
+    def __len__(self):
+        return sum(pool.count for pool in self.pools())
+
+    # ------------------------------------------------------------ publishing
+
+    def to_device_pools_obj(self):
+        """The pools as the compute node publishes them for the scheduler."""
+        counts = collections.Counter()
+        for pool in self.pools():
+            counts[(pool.vendor_id, pool.product_id, pool.numa_node, pool.dev_type, pool.tags)] += (
+                pool.count
+            )
+        return pci_device_pool.PciDevicePoolList(
+            objects=[
+                pci_device_pool.PciDevicePool(
+                    vendor_id=v, product_id=p, numa_node=n, dev_type=t, tags=dict(tags), count=count
+                )
+                for (v, p, n, t, tags), count in sorted(counts.items(), key=str)
+            ]
+        )
+
+    @classmethod
+    def from_device_pools(cls, pool_list, numa_sockets=None):
+        """Count-only pools, as the scheduler sees a node."""
+        stats = cls(numa_sockets=numa_sockets)
+        for published in pool_list or ():
+            pool = Pool(
+                published.vendor_id,
+                published.product_id,
+                published.numa_node,
+                published.dev_type,
+                None,
+                tuple(sorted(published.tags.items())),
+                published_count=published.count,
+            )
+            if pool.count:
+                stats._buckets[pool.bucket][pool.key] = pool
+        return stats
+
+    # -------------------------------------------------------------- planning
+
+    def support_requests(self, requests, numa_cells=None):
+        """Whether ``requests`` (InstancePCIRequest list) fit; changes nothing."""
+        return self._plan(requests, numa_cells) is not None
+
+    def consume_requests(self, requests, instance_uuid, numa_cells=None):
+        """Pick and claim devices for every request, or raise and claim nothing.
+
+        Returns the claimed devices. Raises ``PciDeviceRequestFailed`` when the
+        requests do not fit.
+        """
+        plan = self._plan(requests, numa_cells)
+        if plan is None:
+            raise exception.PciDeviceRequestFailed(
+                requests=_describe(requests), reason="not enough free devices that match"
+            )
+        claimed = []
+        for request, devices in plan:
+            for device in devices:
+                for changed in device.claim(instance_uuid, request.request_id):
+                    self.update_device(changed)
+                claimed.append(device)
+        return claimed
+
+    def _plan(self, requests, numa_cells):
+        """[(request, devices)] that satisfy every request together, or None."""
+        state = _PlanState()
+        plan = []
+        for request in requests:
+            picked = self._plan_request(request, numa_cells, state)
+            if picked is None:
+                return None
+            plan.append((request, picked))
+        return plan
+
+    def _plan_request(self, request, numa_cells, state):
+        picked = []
+        for pool in self._candidate_pools(request, numa_cells):
+            picked += state.take(pool, request.count - len(picked))
+            if len(picked) == request.count:
+                return picked
+        return None
+
+    def _candidate_pools(self, request, numa_cells):
+        policy = request.numa_policy if request.obj_attr_is_set("numa_policy") else None
+        policy = policy or LEGACY
+        buckets = [b for b in self._buckets if self._numa_allows(policy, b[3], numa_cells)]
+        if policy == PREFERRED and numa_cells is not None:
+            buckets.sort(key=lambda b: b[3] not in numa_cells)
+        for bucket in buckets:
+            for pool in self._buckets[bucket].values():
+                if any(_serves(spec, pool) for spec in request.spec):
+                    yield pool
+
+    def _numa_allows(self, policy, numa_node, numa_cells):
+        if numa_cells is None or policy == PREFERRED:
+            return True
+        if policy == LEGACY:
+            return numa_node is None or numa_node in numa_cells
+        if policy == REQUIRED:
+            return numa_node in numa_cells
+        sockets = {self._numa_sockets.get(cell, cell) for cell in numa_cells}
+        return numa_node is not None and self._numa_sockets.get(numa_node, numa_node) in sockets
+
+
+def _serves(spec, pool):
+    if pool.dev_type in REQUEST_ONLY_TYPES and spec.get("dev_type") != pool.dev_type:
+        return False
+    return spec_matches(spec, pool.candidate())
+
+
+class _PlanState:
+    """What a plan has taken so far, so one plan never uses a PF and one of its VFs."""
+
+    def __init__(self):
+        self.taken = collections.Counter()  # pool key -> count taken (count-only pools)
+        self.chosen = set()  # addresses of chosen devices
+        self.pfs_in_use = set()  # PFs that a chosen VF belongs to, or that were chosen
+
+    def take(self, pool, wanted):
+        if pool.published_count is not None:
+            n = min(wanted, pool.count - self.taken[pool.key])
+            self.taken[pool.key] += n
+            return [None] * n
+        if pool.parent_addr in self.pfs_in_use:
+            return []
+        picked = []
+        for address, device in pool.devices.items():
+            if len(picked) == wanted:
+                break
+            if address not in self.chosen and address not in self.pfs_in_use:
+                picked.append(device)
+        self._record(pool, picked)
+        return picked
+
+    def _record(self, pool, picked):
+        for device in picked:
+            self.chosen.add(device.address)
+            self.pfs_in_use.add(device.address if pool.parent_addr is None else pool.parent_addr)
+
+
+def _describe(requests):
+    def name(request):
+        return request.alias_name if request.obj_attr_is_set("alias_name") else None
+
+    return ", ".join(f"{name(r) or 'spec'}:{r.count}" for r in requests)

@@ -1,0 +1,226 @@
+"""Pools and the planning of PCI requests against them."""
+
+import uuid
+
+import pytest
+
+from objects.fields import PciDeviceStatus as S
+from objects.instance_pci_requests import InstancePCIRequest
+from objects.pci_device import PciDevice
+from pci.stats import PciDeviceStats
+from pcisim import exception
+
+VF_SPEC = {"vendor_id": "8086", "product_id": "1520"}
+PF_SPEC = {"vendor_id": "8086", "product_id": "1521", "dev_type": "type-PF"}
+GPU_SPEC = {"vendor_id": "10de", "product_id": "1eb8"}
+
+
+def _device(address, dev_type="type-VF", numa_node=0, parent=None, vendor="8086", product="1520"):
+    return PciDevice(
+        compute_node_id=1,
+        address=address,
+        vendor_id=vendor,
+        product_id=product,
+        dev_type=dev_type,
+        status=S.AVAILABLE,
+        label="l",
+        numa_node=numa_node,
+        parent_addr=parent,
+        instance_uuid=None,
+        request_id=None,
+    )
+
+
+def _sriov(stats, pf_count=2, vfs=4, numa_node=0):
+    """PFs 0000:1N:00.0 with VFs 0000:1N:10.F, all in ``stats``; returns {pf: [vfs]}."""
+    tree = {}
+    for n in range(pf_count):
+        pf = _device(f"0000:1{n}:00.0", "type-PF", numa_node, product="1521")
+        tree[pf] = [
+            _device(f"0000:1{n}:10.{f}", parent=pf.address, numa_node=numa_node) for f in range(vfs)
+        ]
+        for vf in tree[pf]:
+            vf.link_parent(pf)
+        for device in (pf, *tree[pf]):
+            stats.update_device(device)
+    return tree
+
+
+def _request(spec, count=1, numa_policy=None):
+    return InstancePCIRequest(
+        count=count,
+        spec=[spec],
+        alias_name="a",
+        request_id=str(uuid.uuid4()),
+        numa_policy=numa_policy,
+    )
+
+
+def _pool_counts(stats):
+    return sorted((p.dev_type, p.parent_addr, p.count) for p in stats.pools())
+
+
+def test_vfs_are_pooled_per_parent_and_pfs_together():
+    stats = PciDeviceStats()
+    _sriov(stats)
+    assert _pool_counts(stats) == [
+        ("type-PF", None, 2),
+        ("type-VF", "0000:10:00.0", 4),
+        ("type-VF", "0000:11:00.0", 4),
+    ]
+
+
+def test_tags_from_the_device_spec_split_pools():
+    stats = PciDeviceStats(tags_for=lambda d: {"physical_network": d.address[-1]})
+    stats.update_device(_device("0000:0a:00.1"))
+    stats.update_device(_device("0000:0a:00.2"))
+    assert len(stats.pools()) == 2
+
+
+def test_a_device_that_is_not_available_leaves_its_pool():
+    stats = PciDeviceStats()
+    device = _device("0000:0a:00.1")
+    stats.update_device(device)
+    device.status = S.CLAIMED
+    stats.update_device(device)
+    assert stats.pools() == []
+
+
+def test_a_device_whose_numa_node_changed_moves_pool():
+    stats = PciDeviceStats()
+    device = _device("0000:0a:00.1", numa_node=0)
+    stats.update_device(device)
+    device.numa_node = 1
+    stats.update_device(device)
+    assert [p.numa_node for p in stats.pools()] == [1]
+
+
+def test_support_requests_changes_nothing():
+    stats = PciDeviceStats()
+    _sriov(stats)
+    before = _pool_counts(stats)
+    assert stats.support_requests([_request(VF_SPEC, count=8)])
+    assert not stats.support_requests([_request(VF_SPEC, count=9)])
+    assert _pool_counts(stats) == before
+
+
+def test_consume_claims_devices_and_takes_them_out_of_their_pools():
+    stats = PciDeviceStats()
+    tree = _sriov(stats)
+    claimed = stats.consume_requests([_request(VF_SPEC, count=2)], "i-1")
+    assert [d.status for d in claimed] == [S.CLAIMED] * 2
+    assert {d.instance_uuid for d in claimed} == {"i-1"}
+    assert len(stats) == 2 + 8 - 2 - 1  # and the VFs' PF is no longer free
+    assert all(pf.status != S.AVAILABLE for pf in tree if pf.address == claimed[0].parent_addr)
+
+
+def test_consume_of_requests_that_do_not_fit_raises_and_claims_nothing():
+    stats = PciDeviceStats()
+    tree = _sriov(stats)
+    with pytest.raises(exception.PciDeviceRequestFailed):
+        stats.consume_requests([_request(VF_SPEC, count=2), _request(GPU_SPEC)], "i-1")
+    assert all(d.status == S.AVAILABLE for pf, vfs in tree.items() for d in (pf, *vfs))
+
+
+def test_pf_pools_serve_only_requests_for_type_pf():
+    stats = PciDeviceStats()
+    _sriov(stats, pf_count=1, vfs=0)
+    assert not stats.support_requests([_request({"vendor_id": "8086", "product_id": "1521"})])
+    assert stats.support_requests([_request(PF_SPEC)])
+
+
+def test_claiming_a_pf_takes_its_vfs_out_of_the_pools():
+    stats = PciDeviceStats()
+    _sriov(stats, pf_count=1, vfs=4)
+    stats.consume_requests([_request(PF_SPEC)], "i-1")
+    assert stats.pools() == []
+
+
+def test_one_plan_never_takes_a_pf_and_one_of_its_vfs():
+    stats = PciDeviceStats()
+    _sriov(stats, pf_count=1, vfs=4)
+    assert not stats.support_requests([_request(PF_SPEC), _request(VF_SPEC)])
+
+
+def test_one_plan_takes_a_pf_and_a_vf_of_another_pf():
+    stats = PciDeviceStats()
+    tree = _sriov(stats, pf_count=2, vfs=1)
+    claimed = stats.consume_requests([_request(PF_SPEC), _request(VF_SPEC)], "i-1")
+    pf, vf = claimed
+    assert vf.parent_addr != pf.address
+    assert {d.status for pf_, vfs in tree.items() for d in (pf_, *vfs)} == {
+        S.CLAIMED,
+        S.UNCLAIMABLE,
+    }
+
+
+def test_a_multi_device_request_can_span_pools():
+    stats = PciDeviceStats()
+    _sriov(stats, pf_count=2, vfs=2)
+    claimed = stats.consume_requests([_request(VF_SPEC, count=3)], "i-1")
+    assert len({d.parent_addr for d in claimed}) == 2
+
+
+def test_published_pools_support_the_same_requests():
+    stats = PciDeviceStats()
+    _sriov(stats)
+    published = PciDeviceStats.from_device_pools(stats.to_device_pools_obj())
+    assert published.support_requests([_request(VF_SPEC, count=8)])
+    assert not published.support_requests([_request(VF_SPEC, count=9)])
+
+
+def test_published_pools_sum_vfs_of_every_parent():
+    stats = PciDeviceStats()
+    _sriov(stats)
+    counts = {(p.dev_type, p.count) for p in stats.to_device_pools_obj()}
+    assert counts == {("type-PF", 2), ("type-VF", 8)}
+
+
+# Nova's outcomes for a guest on NUMA node 1, device on node None / 0 / 1.
+NUMA_OUTCOMES = {
+    "preferred": (True, True, True),
+    "legacy": (True, False, True),
+    None: (True, False, True),
+    "required": (False, False, True),
+    "socket": (False, False, True),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(NUMA_OUTCOMES, key=str))
+@pytest.mark.parametrize("device_node_index", [0, 1, 2])
+def test_numa_policy_outcomes_for_a_guest_on_node_1(policy, device_node_index):
+    device_node = (None, 0, 1)[device_node_index]
+    stats = PciDeviceStats()
+    stats.update_device(_device("0000:0a:00.1", "type-PCI", numa_node=device_node))
+    fits = stats.support_requests([_request(VF_SPEC, numa_policy=policy)], numa_cells={1})
+    assert fits == NUMA_OUTCOMES[policy][device_node_index]
+
+
+def test_socket_policy_accepts_another_node_of_the_same_socket():
+    stats = PciDeviceStats(numa_sockets={0: 0, 1: 0, 2: 1})
+    stats.update_device(_device("0000:0a:00.1", "type-PCI", numa_node=0))
+    assert stats.support_requests([_request(VF_SPEC, numa_policy="socket")], numa_cells={1})
+    assert not stats.support_requests([_request(VF_SPEC, numa_policy="socket")], numa_cells={2})
+
+
+def test_preferred_policy_takes_the_guests_node_first():
+    stats = PciDeviceStats()
+    stats.update_device(_device("0000:0a:00.1", "type-PCI", numa_node=0))
+    stats.update_device(_device("0000:0b:00.1", "type-PCI", numa_node=1))
+    (device,) = stats.consume_requests(
+        [_request(VF_SPEC, numa_policy="preferred")], "i-1", numa_cells={1}
+    )
+    assert device.numa_node == 1
+
+
+def test_a_guest_without_numa_topology_may_use_any_node():
+    stats = PciDeviceStats()
+    stats.update_device(_device("0000:0a:00.1", "type-PCI", numa_node=0))
+    assert stats.support_requests([_request(VF_SPEC, numa_policy="required")])
+
+
+def test_a_request_with_several_specs_takes_any_of_them():
+    stats = PciDeviceStats()
+    stats.update_device(_device("0000:0a:00.1", "type-PCI", vendor="10de", product="1eb8"))
+    request = InstancePCIRequest(count=1, spec=[VF_SPEC, GPU_SPEC], request_id=str(uuid.uuid4()))
+    assert stats.support_requests([request])
