@@ -126,11 +126,15 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
             parent.child_devices = []
         parent.child_devices.append(self)
 
-    def unlink(self):
-        """Forget this device's PF and VFs (it is leaving the tracker)."""
+    def unlink_parent(self):
+        """Forget this VF's PF."""
         if self.parent_device is not None:
             self.parent_device.child_devices.remove(self)
             self.parent_device = None
+
+    def unlink(self):
+        """Forget this device's PF and VFs (it is leaving the tracker)."""
+        self.unlink_parent()
         for vf in list(self.child_devices):
             vf.parent_device = None
         self.child_devices = ()

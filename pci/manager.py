@@ -1,0 +1,321 @@
+"""The PCI device tracker of one compute node.
+
+``PciDevTracker`` holds the master copy of the node's PCI devices: the hypervisor says
+which devices exist, ``[pci] device_spec`` says which of them are assignable, and the
+tracker decides their statuses (claims, allocations, removals). The database holds
+what the tracker last saved, written through the conductor: ``save`` sends every
+device changed since the last save in one round trip, and none when nothing changed.
+
+If the conductor reports that a device's row is gone (``PciDeviceNotFound``: an
+operator or an archive run removed it), the tracker does not fail. It drops its copy
+of that device, and the next hypervisor report re-creates it as a new, complete row.
+"""
+
+from oslo_log import log as logging
+
+from objects import fields
+from objects.pci_device import PciDevice, PciDeviceList
+from pci import stats as pci_stats
+from pci.address import PciAddress
+from pcisim import exception
+
+LOG = logging.getLogger(__name__)
+S = fields.PciDeviceStatus
+
+REPORTED_FIELDS = (
+    "vendor_id",
+    "product_id",
+    "dev_type",
+    "parent_addr",
+    "numa_node",
+    "label",
+    "dev_id",
+)
+_REQUIRED = ("address", "vendor_id", "product_id", "dev_type")
+
+
+class PciDevTracker:
+    """The master copy of one compute node's PCI devices, their pools and holders."""
+
+    def __init__(self, context, compute_node, device_specs, numa_sockets=None):
+        """Load the node's devices from the database (one round trip)."""
+        self._context = context
+        self.node_id = compute_node.id
+        self._specs = device_specs
+        self._devices = {}  # address -> PciDevice
+        self._tags = {}  # address -> device_spec tags
+        self._held_by = {}  # instance uuid -> {address: PciDevice}
+        self._dirty = {}  # address -> PciDevice changed since the last save
+        self._held_reports = {}  # address -> report applied once the device is free
+        self._pending_removal = set()
+        self.stats = pci_stats.PciDeviceStats(
+            tags_for=lambda device: self._tags.get(device.address, {}),
+            numa_sockets=numa_sockets,
+        )
+        for device in PciDeviceList.get_by_compute_node(context, self.node_id):
+            self._track(device)
+        self._link_all()
+
+    # ------------------------------------------------------------- queries
+
+    @property
+    def devices(self):
+        return list(self._devices.values())
+
+    def devices_of(self, instance_uuid):
+        """Devices claimed by or allocated to an instance."""
+        return list(self._held_by.get(instance_uuid, {}).values())
+
+    def holders(self):
+        return set(self._held_by)
+
+    # -------------------------------------------------- hypervisor sync
+
+    def update_devices_from_hypervisor_resources(self, reported):
+        """Bring the tracked devices in line with the hypervisor's full report.
+
+        Entries that are malformed are skipped with a warning naming them; entries the
+        device_spec does not allow are ignored. New devices are created, free devices
+        take changed values at once, busy ones when freed. A device missing from the
+        report is removed when free, and otherwise kept (with a warning) until freed.
+        """
+        seen = set()
+        for values in self._assignable(reported):
+            seen.add(values["address"])
+            if values["address"] in self._devices:
+                self._refresh(self._devices[values["address"]], values)
+            else:
+                self._create(values)
+        for address in list(self._devices.keys() - seen):
+            self._vanished(self._devices[address])
+        self._link_all()
+
+    def _assignable(self, reported):
+        for entry in reported:
+            values = self._valid_entry(entry)
+            if values is not None and self._specs.match(values) is not None:
+                yield values
+
+    def _valid_entry(self, entry):
+        try:
+            return normalized_report(entry)
+        except exception.Invalid as error:
+            LOG.warning(
+                "Node %s: skipping malformed PCI device report %r: %s", self.node_id, entry, error
+            )
+            return None
+
+    def _create(self, values):
+        device = PciDevice(
+            self._context,
+            compute_node_id=self.node_id,
+            status=S.AVAILABLE,
+            instance_uuid=None,
+            request_id=None,
+            **values,
+        )
+        self._track(device)
+        self._dirty[device.address] = device
+
+    def _refresh(self, device, values):
+        self._pending_removal.discard(device.address)
+        if device.status == S.AVAILABLE:
+            self._apply_report(device, values)
+        elif _differs(device, values):
+            self._held_reports[device.address] = values
+
+    def _apply_report(self, device, values):
+        self._held_reports.pop(device.address, None)
+        if not _differs(device, values):
+            return
+        for name in REPORTED_FIELDS:
+            if getattr(device, name) != values.get(name):
+                setattr(device, name, values.get(name))
+        self._tags[device.address] = self._specs.tags_for(values)
+        self.stats.update_device(device)
+        self._dirty[device.address] = device
+
+    def _vanished(self, device):
+        if device.status == S.AVAILABLE:
+            self._changed(device.remove())
+        elif device.status not in (S.REMOVED, S.DELETED):
+            if device.address not in self._pending_removal:
+                LOG.warning(
+                    "Node %s: PCI device %s is gone from the hypervisor while %s; "
+                    "it is kept until freed, then removed",
+                    self.node_id,
+                    device.address,
+                    device.status,
+                )
+            self._pending_removal.add(device.address)
+
+    # ------------------------------------------------------------ claims
+
+    def claim_instance(self, instance_uuid, pci_requests, numa_cells=None):
+        """Claim devices for every request of an instance, or claim nothing and raise.
+
+        Raises ``PciDeviceRequestFailed`` when the node cannot satisfy the requests.
+        """
+        requests = list(pci_requests.requests) if pci_requests else []
+        if not requests:
+            return []
+        claimed = self.stats.consume_requests(requests, instance_uuid, numa_cells)
+        for device in claimed:
+            self._hold(instance_uuid, device)
+            self._dirty[device.address] = device
+        self._mark_relatives_dirty(claimed)
+        return claimed
+
+    def allocate_instance(self, instance_uuid):
+        """Allocate every device the instance has claimed."""
+        devices = [d for d in self.devices_of(instance_uuid) if d.status == S.CLAIMED]
+        for device in devices:
+            self._changed(device.allocate(instance_uuid, device.request_id))
+        return devices
+
+    def free_instance(self, instance_uuid):
+        """Free every device the instance holds; return them."""
+        devices = self.devices_of(instance_uuid)
+        for device in devices:
+            self._changed(device.free(instance_uuid))
+        self._held_by.pop(instance_uuid, None)
+        for device in devices:
+            self._after_free(device)
+        return devices
+
+    def clean_usage(self, instance_uuids):
+        """Free the devices of instances that are not in ``instance_uuids``."""
+        freed = []
+        for holder in self.holders() - set(instance_uuids):
+            LOG.info(
+                "Node %s: freeing PCI devices of %s, no longer on this node", self.node_id, holder
+            )
+            freed += self.free_instance(holder)
+        return freed
+
+    def _after_free(self, device):
+        for relative in [device, device.parent_device, *device.child_devices]:
+            if relative is None or relative.status != S.AVAILABLE:
+                continue
+            if relative.address in self._pending_removal:
+                self._pending_removal.discard(relative.address)
+                self._changed(relative.remove())
+            elif relative.address in self._held_reports:
+                self._apply_report(relative, self._held_reports[relative.address])
+
+    # -------------------------------------------------------------- save
+
+    def save(self):
+        """Write every device changed since the last save, in one round trip.
+
+        A device whose row has disappeared is dropped from the tracker with a warning;
+        the next hypervisor report creates it again. Other errors (the conductor
+        unreachable, say) propagate and the changes stay pending for the next save.
+        """
+        if not self._dirty:
+            return
+        dirty = list(self._dirty.values())
+        try:
+            PciDeviceList(self._context, objects=dirty).save()
+        except exception.PciDevicesNotFound as error:
+            self._forget(error.kwargs["addresses"])
+        self._dirty = {a: d for a, d in self._dirty.items() if d.needs_write()}
+        for device in dirty:
+            if device.status == S.DELETED:
+                self._untrack(device)
+
+    def _forget(self, addresses):
+        for address in addresses:
+            LOG.warning(
+                "Node %s: the row of PCI device %s is gone from the database; "
+                "dropping it until the hypervisor reports it again",
+                self.node_id,
+                address,
+            )
+            self._untrack(self._devices[address])
+
+    # -------------------------------------------------------- bookkeeping
+
+    def _track(self, device):
+        self._devices[device.address] = device
+        self._tags[device.address] = self._specs.tags_for(report_of(device))
+        if device.instance_uuid and device.status in (S.CLAIMED, S.ALLOCATED):
+            self._hold(device.instance_uuid, device)
+        self.stats.update_device(device)
+
+    def _untrack(self, device):
+        self._devices.pop(device.address, None)
+        self._tags.pop(device.address, None)
+        self._dirty.pop(device.address, None)
+        self._held_reports.pop(device.address, None)
+        self._pending_removal.discard(device.address)
+        if device.instance_uuid in self._held_by:
+            self._held_by[device.instance_uuid].pop(device.address, None)
+        self.stats.remove_device(device)
+        device.unlink()
+
+    def _hold(self, instance_uuid, device):
+        self._held_by.setdefault(instance_uuid, {})[device.address] = device
+
+    def _changed(self, devices):
+        for device in devices:
+            self.stats.update_device(device)
+            self._dirty[device.address] = device
+
+    def _mark_relatives_dirty(self, devices):
+        for device in devices:
+            for relative in [device.parent_device, *device.child_devices]:
+                if relative is not None and relative.obj_what_changed():
+                    self._dirty[relative.address] = relative
+
+    def _link_all(self):
+        """Link every VF to its tracked PF (cheap: a dict lookup per device)."""
+        for device in self._devices.values():
+            parent = self._devices.get(device.parent_addr) if device.parent_addr else None
+            if parent is not device.parent_device:
+                device.unlink_parent()
+                if parent is not None:
+                    device.link_parent(parent)
+
+
+def report_of(device):
+    """A tracked device as a hypervisor report entry (for device_spec matching)."""
+    return {"address": device.address, **{name: getattr(device, name) for name in REPORTED_FIELDS}}
+
+
+def normalized_report(entry):
+    """A hypervisor report entry checked and normalised; ``InvalidInput`` if malformed."""
+    if not isinstance(entry, dict):
+        raise exception.InvalidInput(reason="a device report must be a mapping")
+    missing = [name for name in _REQUIRED if not entry.get(name)]
+    if missing:
+        raise exception.InvalidInput(reason=f"missing {', '.join(missing)}")
+    if entry["dev_type"] not in fields.PciDeviceType.ALL:
+        raise exception.InvalidInput(reason=f"unknown dev_type {entry['dev_type']!r}")
+    values = {"address": str(PciAddress.parse(entry["address"]))}
+    for name in ("vendor_id", "product_id"):
+        values[name] = _hex4(name, entry[name])
+    parent = entry.get("parent_addr")
+    values["parent_addr"] = str(PciAddress.parse(parent)) if parent else None
+    values["numa_node"] = _numa_node(entry.get("numa_node"))
+    values["dev_type"] = entry["dev_type"]
+    values["label"] = entry.get("label") or f"label_{values['vendor_id']}_{values['product_id']}"
+    values["dev_id"] = entry.get("dev_id")
+    return values
+
+
+def _hex4(name, value):
+    text = str(value).lower()
+    if len(text) != 4 or any(c not in "0123456789abcdef" for c in text):
+        raise exception.InvalidInput(reason=f"{name} {value!r} is not 4 hex digits")
+    return text
+
+
+def _numa_node(value):
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise exception.InvalidInput(reason=f"numa_node {value!r} is not a node number")
+
+
+def _differs(device, values):
+    return any(getattr(device, name) != values.get(name) for name in REPORTED_FIELDS)
