@@ -9,6 +9,7 @@ import os
 
 from oslo_db.sqlalchemy import enginefacade
 
+from db import sqlite
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception
 
@@ -43,19 +44,26 @@ writer = _guarded(context_manager.writer)
 
 
 def configure(conf=pcisim_conf.CONF):
-    """Point the DB API at the configured database; call once per process.
-
-    For the embedded SQLite file, creates the state directory so that a first run on a
-    fresh machine needs no preparation.
-    """
-    url = pcisim_conf.database_connection(conf)
-    if url.startswith("sqlite:///"):
-        os.makedirs(os.path.dirname(url[len("sqlite:///") :]) or ".", exist_ok=True)
-    context_manager.configure(
-        connection=url,
-        sqlite_fk=True,
+    """Point the DB API at the configured database; call once per process."""
+    configure_manager(
+        context_manager,
+        pcisim_conf.database_connection(conf),
         max_retries=conf.database.max_retries,
         retry_interval=conf.database.retry_interval,
+    )
+
+
+def configure_manager(manager, url, max_retries=3, retry_interval=1):
+    """Configure an enginefacade transaction manager for ``url`` as pcisim runs it.
+
+    For a SQLite file, creates its directory, so that a first run on a fresh machine
+    needs no preparation, and tunes its connections (see ``db/sqlite.py``).
+    """
+    if sqlite.is_file_url(url):
+        os.makedirs(os.path.dirname(sqlite.file_path(url)) or ".", exist_ok=True)
+        manager.append_on_engine_create(sqlite.use_pooled_wal_connections)
+    manager.configure(
+        connection=url, sqlite_fk=True, max_retries=max_retries, retry_interval=retry_interval
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
 
-from db import migration
+from db import engine, migration
 
 SERVER_URLS = {
     "mysql": os.environ.get("PCISIM_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306"),
@@ -62,7 +62,7 @@ class ScratchDatabase:
             )
             self._create_on_server()
         self.manager = enginefacade.transaction_context()
-        self.manager.configure(connection=self.url, sqlite_fk=True, max_retries=0)
+        engine.configure_manager(self.manager, self.url, max_retries=0)
         migration.db_sync(self.manager.writer.get_engine())
 
     def _create_on_server(self):

@@ -3,7 +3,7 @@
 ``ConductorProcess`` starts the installed ``pcisim-conductor`` console script with a
 configuration file, collects everything it logs, and stops it with SIGTERM as an
 operator's service manager does. ``run_module`` runs a module of this test suite
-(``python -m tests.functional.NAME``) to its end.
+(``python -m tests.functional.NAME``) to its end, ``run_python`` any Python code.
 
 A child reads only the configuration file it is given: the environment passed on is
 stripped of oslo.config's ``OS_<GROUP>__<OPTION>`` overrides, and it runs in the
@@ -36,9 +36,8 @@ def console_script(name):
 
 
 def environment(**extra):
-    """This environment without ``OS_*`` overrides; the suite importable as ``tests``."""
+    """This process's environment without ``OS_*`` overrides, plus ``extra``."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("OS_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
 
@@ -76,17 +75,27 @@ def rabbit_config(path, transport_url, topic, connection=None):
     return write_config(path, sections)
 
 
-def run_module(module, *args, cwd, input=None, env=None, timeout=RUN_TIMEOUT):
-    """Run ``python -m MODULE ARGS...`` to its end, its output captured as text."""
+def run_python(*args, cwd, input=None, env=None, timeout=RUN_TIMEOUT):
+    """Run this interpreter with ``args`` to its end, its output captured as text.
+
+    The test suite is importable as ``tests`` in the child, wherever it runs.
+    """
+    env = dict(env or environment())
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
-        [sys.executable, "-m", module, *map(str, args)],
+        [sys.executable, *map(str, args)],
         input=input,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env or environment(),
+        env=env,
         cwd=cwd,
     )
+
+
+def run_module(module, *args, **kwargs):
+    """Run ``python -m MODULE ARGS...`` (a script of this suite) to its end."""
+    return run_python("-m", module, *args, **kwargs)
 
 
 def run_conductor(config_file, timeout=RUN_TIMEOUT):

@@ -196,7 +196,7 @@ def test_sigterm_stops_the_conductor_with_exit_code_zero(rabbit, db, tmp_path, c
         returncode = running.terminate(timeout=processes.STOP_TIMEOUT)
 
     assert returncode == 0, running.output
-    assert processes.STOPPED in running.output
+    assert f"{processes.STOPPED} {running.topic!r}" in running.output
 
 
 def test_conductor_refuses_to_start_on_an_unmigrated_database(tmp_path):
