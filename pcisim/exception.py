@@ -132,16 +132,12 @@ class PciDeviceRequestFailed(Conflict):
 
 
 class PciDeviceInvalidStatus(Conflict):
-    msg_fmt = (
-        "PCI device %(compute_node_id)s:%(address)s is %(status)s instead of "
-        "%(hopestatus)s."
-    )
+    msg_fmt = "PCI device %(compute_node_id)s:%(address)s is %(status)s instead of %(hopestatus)s."
 
 
 class PciDeviceInvalidOwner(Conflict):
     msg_fmt = (
-        "PCI device %(compute_node_id)s:%(address)s is owned by %(owner)s instead of "
-        "%(hopeowner)s."
+        "PCI device %(compute_node_id)s:%(address)s is owned by %(owner)s instead of %(hopeowner)s."
     )
 
 
