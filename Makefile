@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint clean
+.PHONY: run test lint bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "pcisim needs Python >= 3.11, $(PYTHON) is " + sys.version.split()[0])'
@@ -25,6 +25,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Benchmarks print ratios against references measured in the same run; QUICK=1 for seconds.
+bench: $(STAMP)
+	$(BIN)/python -m bench $(if $(QUICK),--quick)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

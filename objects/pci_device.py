@@ -159,8 +159,9 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
         return self.status == fields.PciDeviceStatus.AVAILABLE
 
     def _adopt(self, stored):
-        """Take the stored copy's values and forget the changes it reflects."""
-        for name in stored.fields:
+        """Take what the database decided (id, timestamps, deletion) and forget the
+        changes that the stored copy reflects."""
+        for name in _NOT_WRITTEN | {"status"}:
             if stored.obj_attr_is_set(name):
                 setattr(self, name, getattr(stored, name))
         self.obj_reset_changes()

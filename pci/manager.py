@@ -219,7 +219,7 @@ class PciDevTracker:
             PciDeviceList(self._context, objects=dirty).save()
         except exception.PciDevicesNotFound as error:
             self._forget(error.kwargs["addresses"])
-        self._dirty = {a: d for a, d in self._dirty.items() if d.needs_write()}
+        self._dirty = {}
         for device in dirty:
             if device.status == S.DELETED:
                 self._untrack(device)
