@@ -71,3 +71,31 @@ class ConductorAPI(ovo_base.VersionedObjectIndirectionAPI):
 
     def object_backport(self, context, objinst, target_version):
         raise NotImplementedError("pcisim only speaks object_backport_versions")
+
+
+class ComputeTaskAPI:
+    """Asks the conductor to build instances (namespace ``compute_task``)."""
+
+    def __init__(self, transport, conf=pcisim_conf.CONF):
+        target = messaging.Target(
+            topic=conf.conductor.topic, namespace="compute_task", version="1.0"
+        )
+        self.client = rpc.get_client(transport, target)
+
+    def schedule_and_build_instances(self, context, instance, request_spec):
+        """Create ``instance``, pick a node and start the build there; returns it created.
+
+        ``request_spec``: ``{"numa_cells": [..] or None}``.
+        """
+        return self.client.prepare().call(
+            context,
+            "schedule_and_build_instances",
+            instance=instance,
+            request_spec=request_spec,
+        )
+
+    def reschedule(self, context, instance, request_spec, reason):
+        """Report a failed claim so that the conductor tries another node."""
+        self.client.prepare().cast(
+            context, "reschedule", instance=instance, request_spec=request_spec, reason=reason
+        )

@@ -469,3 +469,45 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=()):
         new = [{**values, "compute_node_id": node_id} for values in create]
         result.created = _add_devices(context, node_id, new)
     return result
+
+
+# --------------------------------------------------------------------- services
+
+
+@writer
+def service_create(context, values):
+    """Insert a service record; ``ServiceExists`` when host and binary are taken."""
+    _check_values(models.Service, values)
+    service = models.Service(**values)
+    context.session.add(service)
+    try:
+        context.session.flush()
+    except db_exc.DBDuplicateEntry:
+        raise exception.ServiceExists(host=values.get("host"), binary=values.get("binary"))
+    return service
+
+
+@reader
+def service_get_by_host_and_binary(context, host, binary):
+    query = _live(models.Service).filter_by(host=host, binary=binary)
+    service = context.session.scalar(query)
+    if service is None:
+        raise exception.ServiceNotFound(host=host, binary=binary)
+    return service
+
+
+@reader
+def service_get_all_by_binary(context, binary):
+    query = _live(models.Service).filter_by(binary=binary).order_by(models.Service.host)
+    return list(context.session.scalars(query))
+
+
+@writer
+def service_update(context, service_id, values):
+    _check_values(models.Service, values)
+    service = context.session.scalar(_live(models.Service).filter_by(id=service_id))
+    if service is None:
+        raise exception.ServiceNotFound(host=f"id {service_id}", binary="?")
+    _apply(service, values)
+    context.session.flush()
+    return service

@@ -188,6 +188,23 @@ class PciDevice(Base):
     instance_uuid: Mapped[str | None] = mapped_column(sa.String(36))
 
 
+class Service(Base):
+    """A running pcisim service (a compute, say) and when it last said it was alive."""
+
+    __tablename__ = "services"
+    __table_args__ = _table_args(
+        sa.UniqueConstraint("host", "binary", "deleted", name="uniq_services0host0binary0deleted"),
+    )
+
+    host: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    binary: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    topic: Mapped[str | None] = mapped_column(sa.String(255))
+    report_count: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    last_seen_up: Mapped[datetime | None] = mapped_column(sa.DateTime)
+    forced_down: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
+    disabled: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
+
+
 # Tables that name an instance without being owned by it: never archived as its residue.
 INSTANCE_REFERENCE_ONLY = frozenset({"pci_devices"})
 

@@ -7,6 +7,8 @@
 def register_all():
     __import__("objects.compute_node")
     __import__("objects.instance")
+    __import__("objects.instance_fault")
     __import__("objects.instance_pci_requests")
     __import__("objects.pci_device")
     __import__("objects.pci_device_pool")
+    __import__("objects.service")

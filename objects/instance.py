@@ -2,6 +2,7 @@
 
 from db import api as db_api
 from objects import base, fields
+from objects.instance_fault import InstanceFault
 from objects.instance_pci_requests import InstancePCIRequests
 from objects.pci_device import PciDeviceList
 
@@ -95,6 +96,13 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         if "pci_requests" in changed and self.pci_requests is not None:
             self.pci_requests.save()
         self.obj_reset_changes(recursive=True)
+
+    def mark_error(self, error, host=None):
+        """Put the instance in ERROR, off any node, with ``error`` as its newest fault."""
+        self.vm_state, self.task_state = "error", None
+        self.host = self.node = None
+        self.save()
+        InstanceFault.record(self._context, self.uuid, error, host)
 
     @base.remotable
     def destroy(self):

@@ -37,6 +37,46 @@ default_opts = [
     ),
 ]
 
+service_opts = [
+    cfg.IntOpt(
+        "report_interval",
+        default=10,
+        min=1,
+        help="Seconds between a service's heartbeats.",
+    ),
+    cfg.IntOpt(
+        "service_down_time",
+        default=60,
+        min=1,
+        help="A service that has not reported in this many seconds is considered down.",
+    ),
+]
+
+compute_opts = [
+    cfg.StrOpt("topic", default="compute", help="RPC topic computes serve."),
+    cfg.IntOpt(
+        "update_resources_interval",
+        default=60,
+        min=1,
+        help="Seconds between a compute's periodic resource updates.",
+    ),
+    cfg.MultiStrOpt(
+        "inventory",
+        default=[],
+        help="Simulated nodes of this compute: NAME=PATH (a JSON or YAML inventory), "
+        "NAME=SHORT_FORM (e.g. pfs=4,vfs_per_pf=8), or PATH of a multi-node file.",
+    ),
+]
+
+scheduler_opts = [
+    cfg.IntOpt(
+        "max_attempts",
+        default=3,
+        min=1,
+        help="Hosts to try for one instance before it goes to ERROR.",
+    ),
+]
+
 conductor_opts = [
     cfg.StrOpt(
         "topic",
@@ -75,6 +115,9 @@ pci_opts = [
 def register_opts(conf=CONF):
     """Register every option pcisim reads, with pcisim's defaults."""
     conf.register_opts(default_opts)
+    conf.register_opts(service_opts)
+    conf.register_opts(compute_opts, group="compute")
+    conf.register_opts(scheduler_opts, group="scheduler")
     conf.register_opts(conductor_opts, group="conductor")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(pci_opts, group="pci")

@@ -153,3 +153,27 @@ class PciDevicePFInvalidStatus(Conflict):
         "Physical function %(compute_node_id)s:%(address)s, parent of VF "
         "%(compute_node_id)s:%(vf_address)s, is %(status)s instead of %(hopestatus)s."
     )
+
+
+class ServiceNotFound(NotFound):
+    msg_fmt = "Service %(binary)s on host %(host)s could not be found."
+
+
+class ServiceExists(Conflict):
+    msg_fmt = "Service %(binary)s on host %(host)s already exists."
+
+
+class ComputeResourcesUnavailable(Conflict):
+    msg_fmt = "Insufficient compute resources on %(node)s: %(reason)s"
+
+
+class NoValidHost(PcisimException):
+    msg_fmt = "No valid host was found. %(reason)s"
+
+
+class BuildAbortException(PcisimException):
+    msg_fmt = "Build of instance %(instance_uuid)s aborted: %(reason)s"
+
+
+class InvalidInventory(Invalid):
+    msg_fmt = "Invalid inventory %(source)s: %(reason)s"

@@ -37,6 +37,7 @@ class RPCService(service.Service):
     def start(self):
         super().start()
         self.transport = rpc.get_transport(url=self.transport_url)
+        self.prepare()
         target = messaging.Target(topic=self.topic, server=self.server_name)
         self.rpcserver = rpc.get_server(self.transport, target, self.endpoints)
         self.rpcserver.start()
@@ -47,6 +48,9 @@ class RPCService(service.Service):
             self.server_name,
             rpc.safe_url(self.transport_url),
         )
+
+    def prepare(self):
+        """Get ready to serve, with ``self.transport`` set; no message is taken yet."""
 
     def stop(self, graceful=False):
         if self.rpcserver is not None:

@@ -1,4 +1,4 @@
-"""Run pieces of the control plane inside a test process, over a real transport.
+"""Run the control plane inside a test process, over a real transport.
 
 ``InProcessConductor`` starts a conductor serving a topic of its own on the given
 transport (``kombu+memory:////`` by default: real serialization, in process). Inside
@@ -10,20 +10,43 @@ conductor over RPC. ``calls`` counts what the conductor received::
         device.save()
         assert conductor.calls[("object_action", "PciDevice", "save")] == 1
 
+``ControlPlane`` adds compute services with simulated hypervisors and the compute API;
+the calling thread is the API. See its docstring.
+
 The database must be configured already (``db.engine.configure`` or a patched
 factory), and ``pcisim.conf.register_opts`` called.
 """
 
 import contextlib
+import threading
+import time
 import uuid
 
-from conductor import manager, rpcapi
+from compute import api as compute_api
+from compute import service as compute_service
+from conductor import rpcapi
+from conductor import service as conductor_service
+from db import archive
 from objects import base as objects_base
+from objects.instance import Instance
+from objects.service import Service
 from pcisim import conf as pcisim_conf
-from pcisim import dbaccess, rpc
-from pcisim.service import RPCService
+from pcisim import context as pcisim_context
+from pcisim import dbaccess, exception, rpc
 
 CONF = pcisim_conf.CONF
+
+
+def wait_until(predicate, timeout=30.0, what="the condition"):
+    """Poll ``predicate`` until it returns something true, and return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
 
 
 class InProcessConductor:
@@ -32,10 +55,8 @@ class InProcessConductor:
     def __init__(self, transport_url=pcisim_conf.IN_PROCESS_TRANSPORT_URL):
         self.transport_url = transport_url
         self.topic = f"conductor-{uuid.uuid4().hex[:12]}"
-        self.manager = manager.ConductorManager()
-        self.service = RPCService(
-            "pcisim-conductor", self.topic, [self.manager], transport_url=transport_url
-        )
+        self.service = conductor_service.ConductorService(transport_url, topic=self.topic)
+        self.manager = self.service.manager
         self.client_transport = None
         self._acting = contextlib.ExitStack()
 
@@ -73,3 +94,107 @@ class InProcessConductor:
     def __exit__(self, *exc_info):
         self._acting.close()
         self.stop()
+
+
+class ControlPlane:
+    """A conductor and compute hosts in this process; the calling thread is the API.
+
+    ``drivers`` maps host names to simulated hypervisors, which outlive the compute
+    services (a restarted compute finds its hypervisor as it left it). Builds are
+    asynchronous, as in a real cloud: ``wait_for`` polls an instance's state.
+    """
+
+    def __init__(
+        self, drivers, device_specs, aliases, transport_url=pcisim_conf.IN_PROCESS_TRANSPORT_URL
+    ):
+        self.drivers = drivers
+        self.device_specs = device_specs
+        self.conductor = InProcessConductor(transport_url)
+        self.compute_topic = f"compute-{uuid.uuid4().hex[:12]}"
+        self.computes = {}
+        self.api = None
+        self.aliases = aliases
+        self.context = pcisim_context.get_admin_context()
+        self._stack = contextlib.ExitStack()
+
+    def start(self):
+        CONF.set_override("topic", self.compute_topic, group="compute")
+        self.conductor.start()
+        self._stack.enter_context(self.conductor.acting_as_compute("pcisim-api"))
+        self.api = compute_api.API(self.conductor.client_transport, self.aliases)
+        for host in self.drivers:
+            self.start_compute(host)
+        return self
+
+    def stop(self):
+        """Stop every service at once (each takes about a second to stop polling)."""
+        stoppers = [threading.Thread(target=service.stop) for service in self.computes.values()]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
+        self.computes.clear()
+        self._stack.close()
+        self.conductor.stop()
+        CONF.clear_override("topic", group="compute")
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    # ------------------------------------------------------------ computes
+
+    def start_compute(self, host):
+        service = compute_service.ComputeService(
+            host, self.drivers[host], self.device_specs, self.conductor.transport_url
+        )
+        service.start()
+        self.computes[host] = service
+        return service
+
+    def stop_compute(self, host, forced_down=False):
+        """Stop a compute; ``forced_down`` also tells the control plane it is down."""
+        self.computes.pop(host).stop()
+        if forced_down:
+            self.set_forced_down(host, True)
+
+    def restart_compute(self, host):
+        self.stop_compute(host)
+        self.set_forced_down(host, False)
+        return self.start_compute(host)
+
+    def set_forced_down(self, host, forced_down):
+        record = Service.get_by_host_and_binary(self.context, host, compute_service.BINARY)
+        record.forced_down = forced_down
+        record.save()
+
+    def run_periodic(self, host=None):
+        """Run the periodic resource update of one compute, or of every one."""
+        for name, service in self.computes.items():
+            if host in (None, name):
+                service.manager.update_available_resource(self.context)
+
+    # ----------------------------------------------------------- instances
+
+    def wait_for(self, instance_uuid, done=("active", "error"), timeout=30.0):
+        """The instance once its vm_state is in ``done`` (or it is deleted, for
+        ``done=("deleted",)``); ``TimeoutError`` otherwise."""
+        return wait_until(
+            lambda: (state := self._state(instance_uuid)) in done and state,
+            timeout,
+            f"instance {instance_uuid} to be {' or '.join(done)}",
+        )
+
+    def _state(self, instance_uuid):
+        with dbaccess.granted():
+            try:
+                return Instance.get_by_uuid(self.context, instance_uuid).vm_state
+            except exception.InstanceNotFound:
+                return "deleted"
+
+    def archive(self, max_rows=10000):
+        """Run archive_deleted_rows as an operator would (directly on the database)."""
+        with dbaccess.granted():
+            return archive.archive_deleted_rows(self.context, max_rows=max_rows)

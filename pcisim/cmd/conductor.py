@@ -12,23 +12,19 @@ from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
-from conductor import manager
+from conductor import service as conductor_service
 from db import engine, migration
-from objects import base as objects_base
 from pcisim import conf as pcisim_conf
-from pcisim import dbaccess
 from pcisim import service as pcisim_service
 
 LOG = logging.getLogger(__name__)
-BINARY = "pcisim-conductor"
+BINARY = conductor_service.BINARY
 
 
 def build_service():
     """The conductor service; the database must be configured already."""
-    dbaccess.allow()
-    objects_base.set_indirection_api(None)
-    topic = pcisim_conf.CONF.conductor.topic
-    return pcisim_service.RPCService(BINARY, topic, [manager.ConductorManager()])
+    conductor_service.run_as_conductor_process()
+    return conductor_service.ConductorService()
 
 
 def check_schema():

@@ -20,6 +20,8 @@ EXPECTED_FINGERPRINTS = {
     "ComputeNode": "1.1-386f1655e4b6fea78920bdd5d2cfd55a",
     "ComputeNodeList": "1.1-2869e5881bb3692cefc9723beaeb30f7",
     "Instance": "1.0-e1508aedd5d903a262694f638c8c8773",
+    "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
+    "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
     "InstanceList": "1.0-d17b1da3776f453cc5656f26a9efa7d2",
     "InstancePCIRequest": "1.1-98e064b6abafcb39990b9db9e8933b40",
     "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
@@ -27,6 +29,8 @@ EXPECTED_FINGERPRINTS = {
     "PciDeviceList": "1.1-9a53b6f45573013f02bddb789e8d7225",
     "PciDevicePool": "1.0-74e44980679c0b24ab5541d1f80aab35",
     "PciDevicePoolList": "1.0-15ecf022a68ddbb8c2a6739cfc9f8f5e",
+    "Service": "1.0-0aac58ac5d9d5bf7f5347d65f007b84f",
+    "ServiceList": "1.0-fbe86160e8f7fabad7c6bb2c27913a4e",
 }
 
 EXPECTED_DEPENDENCIES = {

@@ -1,0 +1,81 @@
+"""The compute API: what the HTTP API (and tests) call to create and delete instances.
+
+It runs in the API process, without the database: instance records are created by the
+conductor, which schedules them; deletes go to the instance's compute, or are done
+here ("local delete") when that compute is down, leaving its devices to be freed by
+the compute's next periodic run.
+"""
+
+import uuid as uuidlib
+
+from oslo_log import log as logging
+
+from compute import rpcapi as compute_rpcapi
+from compute import states
+from conductor import rpcapi as conductor_rpcapi
+from objects.instance import Instance
+from objects.service import Service
+from pci import request as pci_request
+from pcisim import conf as pcisim_conf
+from pcisim import exception
+
+LOG = logging.getLogger(__name__)
+COMPUTE_BINARY = "pcisim-compute"
+
+
+class API:
+    """Create and delete instances."""
+
+    def __init__(self, transport, aliases):
+        self.aliases = aliases
+        self.compute_task_api = conductor_rpcapi.ComputeTaskAPI(transport)
+        self.compute_rpcapi = compute_rpcapi.ComputeAPI(transport)
+
+    def create(
+        self, context, name, vcpus=1, memory_mb=512, root_gb=1, pci_requests=None, numa_cells=None
+    ):
+        """Create an instance and start its build; returns it BUILDING or in ERROR.
+
+        ``pci_requests`` is ``"alias:count[,alias:count]"`` or a list of
+        ``{"alias", "count"}``; bad requests raise before anything is written.
+        """
+        instance_uuid = str(uuidlib.uuid4())
+        requests = None
+        if pci_requests:
+            requests = pci_request.build_instance_requests(
+                context, instance_uuid, pci_requests, self.aliases
+            )
+        instance = Instance(
+            context,
+            uuid=instance_uuid,
+            display_name=name,
+            vcpus=vcpus,
+            memory_mb=memory_mb,
+            root_gb=root_gb,
+            vm_state=states.BUILDING,
+            task_state=states.SCHEDULING,
+            pci_requests=requests,
+            project_id=context.project_id,
+            user_id=context.user_id,
+        )
+        return self.compute_task_api.schedule_and_build_instances(
+            context, instance, {"numa_cells": list(numa_cells) if numa_cells else None}
+        )
+
+    def delete(self, context, instance):
+        """Delete ``instance``: on its compute when that is up, here otherwise."""
+        if instance.host and self._compute_is_up(context, instance.host):
+            self.compute_rpcapi.terminate_instance(context, instance)
+            return
+        LOG.info("Local delete of %s: its compute %s is down", instance.uuid, instance.host)
+        instance.vm_state, instance.task_state = states.DELETED, None
+        instance.save()
+        instance.destroy()
+
+    @staticmethod
+    def _compute_is_up(context, host):
+        try:
+            service = Service.get_by_host_and_binary(context, host, COMPUTE_BINARY)
+        except exception.ServiceNotFound:
+            return False
+        return service.is_up(pcisim_conf.CONF.service_down_time)

@@ -1,0 +1,156 @@
+"""The resource tracker of one compute node: CPU, memory, disk and PCI devices.
+
+It keeps the node's usage in step with what runs on it. ``update_available_resource``
+(the periodic task) reads the hypervisor, syncs the PCI tracker with its report,
+frees what instances that are no longer on the node still hold (``clean_usage``),
+recounts the usage and saves the node and its devices. Claims and frees come from
+builds and deletes. One lock guards the tracker's state: the periodic task and the
+RPC handlers run in different threads.
+
+Like everything on a compute, it reaches the database only through objects, so
+through the conductor.
+"""
+
+import threading
+import uuid as uuidlib
+
+from oslo_log import log as logging
+
+from objects.compute_node import ComputeNode
+from objects.instance import InstanceList
+from pci.manager import PciDevTracker
+from pcisim import exception, faults
+
+LOG = logging.getLogger(__name__)
+RESOURCES = (("vcpus", "vcpus"), ("memory_mb", "memory_mb"), ("local_gb", "root_gb"))
+
+
+class ResourceTracker:
+    """Usage of one node (``host``/``nodename``) of a driver."""
+
+    def __init__(self, host, nodename, driver, device_specs):
+        self.host = host
+        self.nodename = nodename
+        self.driver = driver
+        self.device_specs = device_specs
+        self.compute_node = None
+        self.pci_tracker = None
+        self._usage = {}  # instance uuid -> {vcpus, memory_mb, local_gb}
+        self._lock = threading.Lock()
+
+    # -------------------------------------------------------------- periodic
+
+    def update_available_resource(self, context):
+        """Sync with the hypervisor and the instances the database puts on this node.
+
+        Returns the uuids of those instances. A PCI device whose row has vanished does
+        not fail the run: the PCI tracker drops it and re-creates it from the next
+        report.
+        """
+        faults.point(faults.BEFORE_PERIODIC, node=self.nodename)
+        resources = self.driver.get_available_resource(self.nodename)
+        with self._lock:
+            self._sync_compute_node(context, resources)
+            self.pci_tracker.update_devices_from_hypervisor_resources(resources["pci_devices"])
+            instances = InstanceList.get_by_host_and_node(context, self.host, self.nodename)
+            self.pci_tracker.clean_usage({instance.uuid for instance in instances})
+            self._usage = {instance.uuid: _usage_of(instance) for instance in instances}
+            self._save(context)
+            return set(self._usage)
+
+    def _sync_compute_node(self, context, resources):
+        if self.compute_node is None:
+            self.compute_node = self._find_or_create_node(context, resources)
+            self.pci_tracker = PciDevTracker(
+                context, self.compute_node, self.device_specs, resources.get("numa_sockets")
+            )
+        for name in ("vcpus", "memory_mb", "local_gb"):
+            if getattr(self.compute_node, name) != resources[name]:
+                setattr(self.compute_node, name, resources[name])
+
+    def _find_or_create_node(self, context, resources):
+        try:
+            return ComputeNode.get_by_host_and_nodename(context, self.host, self.nodename)
+        except exception.ComputeHostNotFound:
+            node = ComputeNode(
+                context,
+                uuid=str(uuidlib.uuid4()),
+                host=self.host,
+                hypervisor_hostname=self.nodename,
+                vcpus=resources["vcpus"],
+                memory_mb=resources["memory_mb"],
+                local_gb=resources["local_gb"],
+            )
+            node.create()
+            LOG.info("Registered compute node %s/%s", self.host, self.nodename)
+            return node
+
+    # ---------------------------------------------------------------- claims
+
+    def instance_claim(self, context, instance, numa_cells=None):
+        """Claim CPU, memory, disk and PCI devices for ``instance``, all or nothing.
+
+        Raises ``ComputeResourcesUnavailable`` naming what is short; then nothing is
+        claimed.
+        """
+        with self._lock:
+            self._check_free(instance)
+            try:
+                devices = self.pci_tracker.claim_instance(
+                    instance.uuid, instance.pci_requests, numa_cells
+                )
+            except exception.PciDeviceRequestFailed as error:
+                raise exception.ComputeResourcesUnavailable(node=self.nodename, reason=str(error))
+            self._usage[instance.uuid] = _usage_of(instance)
+            self._save(context)
+            return devices
+
+    def allocate(self, context, instance):
+        """Turn the instance's PCI claims into allocations."""
+        with self._lock:
+            devices = self.pci_tracker.allocate_instance(instance.uuid)
+            self._save(context)
+            return devices
+
+    def free_instance(self, context, instance):
+        """Release everything the instance holds on this node."""
+        with self._lock:
+            self.pci_tracker.free_instance(instance.uuid)
+            self._usage.pop(instance.uuid, None)
+            self._save(context)
+
+    def _check_free(self, instance):
+        used = self._used()
+        for resource, flavor_field in RESOURCES:
+            wanted = getattr(instance, flavor_field) or 0
+            total = getattr(self.compute_node, resource)
+            if used[resource] + wanted > total:
+                raise exception.ComputeResourcesUnavailable(
+                    node=self.nodename,
+                    reason=f"{resource}: {wanted} wanted, {total - used[resource]} free",
+                )
+
+    # ------------------------------------------------------------------ save
+
+    def _used(self):
+        return {
+            resource: sum(usage[resource] for usage in self._usage.values())
+            for resource, _ in RESOURCES
+        }
+
+    def _save(self, context):
+        faults.point(faults.BEFORE_TRACKER_SAVE, node=self.nodename)
+        self.pci_tracker.save()
+        faults.point(faults.AFTER_TRACKER_SAVE, node=self.nodename)
+        node = self.compute_node
+        for resource, used in self._used().items():
+            if getattr(node, f"{resource}_used") != used:
+                setattr(node, f"{resource}_used", used)
+        pools = self.pci_tracker.stats.to_device_pools_obj()
+        if node.pci_device_pools is None or node.pci_device_pools.to_json() != pools.to_json():
+            node.pci_device_pools = pools
+        node.save()
+
+
+def _usage_of(instance):
+    return {resource: getattr(instance, field) or 0 for resource, field in RESOURCES}

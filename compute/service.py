@@ -1,0 +1,65 @@
+"""The compute service: serves a host's compute topic, reports in, runs the periodic."""
+
+from oslo_log import log as logging
+
+from compute import manager as compute_manager
+from conductor import rpcapi as conductor_rpcapi
+from objects.service import Service
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
+from pcisim import exception
+from pcisim.service import RPCService
+
+LOG = logging.getLogger(__name__)
+BINARY = "pcisim-compute"
+CONF = pcisim_conf.CONF
+
+
+class ComputeService(RPCService):
+    """One compute host: its nodes come from ``driver``.
+
+    Before taking any message it registers (or finds) its service record, syncs its
+    nodes and finishes deletes a crash interrupted (``ComputeManager.init_host``).
+    """
+
+    def __init__(self, host, driver, device_specs, transport_url=None):
+        self.manager = compute_manager.ComputeManager(host, driver, device_specs, None)
+        super().__init__(
+            BINARY, CONF.compute.topic, [self.manager], server=host, transport_url=transport_url
+        )
+        self.host = host
+        self.record = None
+
+    def prepare(self):
+        context = pcisim_context.get_admin_context()
+        self.manager.compute_task_api = conductor_rpcapi.ComputeTaskAPI(self.transport)
+        self.record = self._service_record(context)
+        self.report_state()
+        self.manager.init_host(context)
+        self.tg.add_timer(
+            CONF.report_interval, self.report_state, initial_delay=CONF.report_interval
+        )
+        interval = CONF.compute.update_resources_interval
+        self.tg.add_timer(interval, self.periodic_update, initial_delay=interval)
+
+    def _service_record(self, context):
+        try:
+            return Service.get_by_host_and_binary(context, self.host, BINARY)
+        except exception.ServiceNotFound:
+            record = Service(context, host=self.host, binary=BINARY, topic=self.topic)
+            record.create()
+            return record
+
+    def report_state(self):
+        """Heartbeat; a failed one is logged and the next one tried."""
+        try:
+            self.record.heartbeat()
+        except Exception:
+            LOG.exception("%s on %s could not report its state", BINARY, self.host)
+
+    def periodic_update(self):
+        """The periodic resource update of every node; never raises."""
+        try:
+            self.manager.update_available_resource(pcisim_context.get_admin_context())
+        except Exception:
+            LOG.exception("Periodic update of %s failed", self.host)

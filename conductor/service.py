@@ -1,0 +1,31 @@
+"""The conductor service: object calls and compute tasks on the topic ``conductor``."""
+
+from compute import rpcapi as compute_rpcapi
+from conductor import compute_task, manager
+from objects import base as objects_base
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess
+from pcisim.service import RPCService
+
+BINARY = "pcisim-conductor"
+
+
+class ConductorService(RPCService):
+    """Serves remotable object calls (``ConductorManager``) and builds
+    (``ComputeTaskManager``); its handler threads are the ones with the database."""
+
+    def __init__(self, transport_url=None, topic=None):
+        self.manager = manager.ConductorManager()
+        topic = topic or pcisim_conf.CONF.conductor.topic
+        super().__init__(BINARY, topic, [self.manager], transport_url=transport_url)
+
+    def prepare(self):
+        self.endpoints.append(
+            compute_task.ComputeTaskManager(compute_rpcapi.ComputeAPI(self.transport))
+        )
+
+
+def run_as_conductor_process():
+    """The whole process is a conductor: the database is allowed everywhere in it."""
+    dbaccess.allow()
+    objects_base.set_indirection_api(None)

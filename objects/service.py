@@ -1,0 +1,92 @@
+"""Services: which compute services run, and whether each is up."""
+
+from oslo_utils import timeutils
+
+from db import api as db_api
+from objects import base, fields
+
+_NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})
+
+
+@base.PcisimObjectRegistry.register
+class Service(base.PcisimPersistentObject, base.PcisimObject):
+    """A service on a host; up while it reports in and is not forced down."""
+
+    # Version 1.0: initial version
+    VERSION = "1.0"
+
+    fields = {
+        "id": fields.IntegerField(),
+        "host": fields.StringField(),
+        "binary": fields.StringField(),
+        "topic": fields.StringField(nullable=True),
+        "report_count": fields.IntegerField(default=0),
+        "last_seen_up": fields.DateTimeField(nullable=True),
+        "forced_down": fields.BooleanField(default=False),
+        "disabled": fields.BooleanField(default=False),
+        **base.PcisimPersistentObject.fields,
+    }
+
+    @classmethod
+    def _from_db_object(cls, context, service, row):
+        service._copy_row(row)
+        service._context = context
+        service.obj_reset_changes()
+        return service
+
+    def _db_values(self, names):
+        values = {name: getattr(self, name) for name in names if name not in _NOT_WRITTEN}
+        if "last_seen_up" in values:
+            values["last_seen_up"] = base.naive_utc(values["last_seen_up"])
+        return values
+
+    @classmethod
+    @base.remotable
+    def get_by_host_and_binary(cls, context, host, binary):
+        """The live service record; ``ServiceNotFound`` if none."""
+        row = db_api.service_get_by_host_and_binary(context, host, binary)
+        return cls._from_db_object(context, cls(), row)
+
+    @base.remotable
+    def create(self):
+        """Insert the record; ``ServiceExists`` when the host runs this binary already."""
+        names = [name for name in self.fields if self.obj_attr_is_set(name)]
+        row = db_api.service_create(self._context, self._db_values(names))
+        self._from_db_object(self._context, self, row)
+
+    @base.remotable
+    def save(self):
+        """Write pending changes (a heartbeat, forced_down)."""
+        values = self._db_values(self.obj_what_changed())
+        if values:
+            row = db_api.service_update(self._context, self.id, values)
+            self._from_db_object(self._context, self, row)
+
+    def is_up(self, down_after_seconds):
+        """Up when not forced down and seen within ``down_after_seconds``."""
+        if self.forced_down or self.last_seen_up is None:
+            return False
+        return not timeutils.is_older_than(self.last_seen_up, down_after_seconds)
+
+    def heartbeat(self):
+        """Record that the service is alive, through the conductor."""
+        self.report_count += 1
+        self.last_seen_up = timeutils.utcnow(with_timezone=True)
+        self.save()
+
+
+@base.PcisimObjectRegistry.register
+class ServiceList(base.ObjectListBase, base.PcisimObject):
+    # Version 1.0: Service 1.0
+    VERSION = "1.0"
+
+    fields = {"objects": fields.ListOfObjectsField("Service")}
+    obj_relationships = {"objects": [("1.0", "1.0")]}
+
+    @classmethod
+    @base.remotable
+    def get_all_by_binary(cls, context, binary):
+        """Every live service record of a binary."""
+        return base.obj_make_list(
+            context, cls(context), db_api.service_get_all_by_binary(context, binary)
+        )

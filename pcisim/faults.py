@@ -1,0 +1,83 @@
+"""Named points in pcisim's flows where a test can inject an action.
+
+A flow marks a point with ``faults.point("name", **details)``; a test registers what
+should happen there::
+
+    with faults.inject(faults.AFTER_SOFT_DELETE, lambda **d: archive_everything()):
+        compute_api.delete(ctxt, instance)
+
+The action runs in the flow's own thread, with the flow's details as keyword
+arguments, and whatever it raises is raised at the point (a test can simulate a crash
+that way). A point nobody injected into costs one dictionary lookup.
+
+The points:
+
+``after_soft_delete``
+    (compute, terminate_instance) the instance row is soft-deleted, its devices are
+    not freed yet: the window in which Nova lost its device rows (bug 1899541).
+    Details: ``instance``.
+``before_tracker_save`` / ``after_tracker_save``
+    (compute, resource tracker) around the PCI tracker's save. Details: ``node``.
+``before_periodic``
+    (compute) before a node's periodic ``update_available_resource``. Details: ``node``.
+``between_claim_and_allocate``
+    (compute, build_and_run_instance) devices are claimed, not yet allocated.
+    Details: ``instance``.
+"""
+
+import contextlib
+import threading
+
+AFTER_SOFT_DELETE = "after_soft_delete"
+BEFORE_TRACKER_SAVE = "before_tracker_save"
+AFTER_TRACKER_SAVE = "after_tracker_save"
+BEFORE_PERIODIC = "before_periodic"
+BETWEEN_CLAIM_AND_ALLOCATE = "between_claim_and_allocate"
+POINTS = frozenset(
+    {
+        AFTER_SOFT_DELETE,
+        BEFORE_TRACKER_SAVE,
+        AFTER_TRACKER_SAVE,
+        BEFORE_PERIODIC,
+        BETWEEN_CLAIM_AND_ALLOCATE,
+    }
+)
+
+_actions = {}
+_lock = threading.Lock()
+
+
+def point(name, **details):
+    """Run the actions injected at ``name``, if any."""
+    actions = _actions.get(name)
+    if actions:
+        for action in list(actions):
+            action(**details)
+
+
+@contextlib.contextmanager
+def inject(name, action):
+    """Run ``action(**details)`` each time a flow reaches ``name``, inside the block."""
+    if name not in POINTS:
+        raise ValueError(f"unknown injection point {name!r}; points: {sorted(POINTS)}")
+    with _lock:
+        _actions.setdefault(name, []).append(action)
+    try:
+        yield
+    finally:
+        with _lock:
+            _actions[name].remove(action)
+            if not _actions[name]:
+                del _actions[name]
+
+
+def once(action):
+    """Wrap ``action`` so that it runs the first time only."""
+    fired = threading.Event()
+
+    def run_once(**details):
+        if not fired.is_set():
+            fired.set()
+            action(**details)
+
+    return run_once
