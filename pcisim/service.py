@@ -62,29 +62,46 @@ class RPCService(service.Service):
         super().stop(graceful)
 
 
-def serve(services, conf=pcisim_conf.CONF, signals=(signal.SIGTERM, signal.SIGINT)):
+def serve(services, conf=pcisim_conf.CONF, reload=None):
     """Run ``services`` in this process until SIGTERM or SIGINT, then stop them gracefully.
 
     Stopping a service stops its RPC server from taking new messages and waits for the
-    calls in progress to finish. Returns the number of the signal that stopped it.
+    calls in progress to finish. With ``reload``, SIGHUP calls it (a failure is logged
+    and the services keep running). Returns the number of the signal that stopped them.
     """
-    stop_requested = threading.Event()
+    wake = threading.Event()
     received = []
 
-    def request_stop(signum, frame):
+    def on_signal(signum, frame):
         received.append(signum)
-        stop_requested.set()
+        wake.set()
 
-    previous = {signum: signal.signal(signum, request_stop) for signum in signals}
+    handled = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if reload else [])
+    previous = {signum: signal.signal(signum, on_signal) for signum in handled}
     launcher = service.Launcher(conf)
     try:
         for svc in services:
             launcher.launch_service(svc)
-        stop_requested.wait()
-        LOG.info("Caught %s, stopping gracefully", signal.Signals(received[0]).name)
+        while _wait_for_signal(wake, received) == signal.SIGHUP:
+            _reload(reload)
+        LOG.info("Caught %s, stopping gracefully", signal.Signals(received[-1]).name)
     finally:
         launcher.stop()
         launcher.wait()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return received[0]
+    return received[-1]
+
+
+def _wait_for_signal(wake, received):
+    wake.wait()
+    wake.clear()
+    return received[-1]
+
+
+def _reload(reload):
+    LOG.info("Caught SIGHUP, reloading")
+    try:
+        reload()
+    except Exception:
+        LOG.exception("Reload failed; running on as before")

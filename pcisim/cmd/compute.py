@@ -1,0 +1,57 @@
+"""pcisim-compute: one compute host with simulated nodes, talking only to the conductor.
+
+    pcisim-compute [--config-file F]
+
+The host name is ``[DEFAULT] host``; its nodes are ``[compute] inventory``; assignable
+devices ``[pci] device_spec``. A bad inventory or device_spec stops it at startup with
+a message naming the entry. SIGHUP reloads the inventory files (hot-plug and unplug);
+SIGTERM and SIGINT stop it gracefully.
+"""
+
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from compute import driver as compute_driver
+from compute import service as compute_service
+from conductor import rpcapi as conductor_rpcapi
+from objects import base as objects_base
+from pci import devspec
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess, exception, rpc
+from pcisim import service as pcisim_service
+
+LOG = logging.getLogger(__name__)
+BINARY = compute_service.BINARY
+CONF = pcisim_conf.CONF
+
+
+def load_driver_and_specs():
+    """The simulated driver and the device_spec, or exit naming what is wrong."""
+    if not CONF.compute.inventory:
+        sys.exit(f"{BINARY}: no [compute] inventory configured: give this host its nodes")
+    try:
+        driver = compute_driver.SimulatedDriver.from_config(CONF.compute.inventory)
+        specs = devspec.DeviceSpecList.from_config(CONF.pci.device_spec)
+    except exception.Invalid as error:
+        sys.exit(f"{BINARY}: {error}")
+    return driver, specs
+
+
+def run_as_compute_process():
+    """Every object call of this process goes to the conductor; the DB is off limits."""
+    objects_base.set_indirection_api(conductor_rpcapi.ConductorAPI(rpc.get_transport()))
+    dbaccess.forbid(BINARY)
+
+
+def main(argv=None):
+    try:
+        pcisim_conf.parse_args(sys.argv[1:] if argv is None else argv)
+    except cfg.Error as error:
+        sys.exit(f"{BINARY}: {error}")
+    logging.setup(CONF, "pcisim")
+    driver, specs = load_driver_and_specs()
+    run_as_compute_process()
+    service = compute_service.ComputeService(CONF.host, driver, specs)
+    pcisim_service.serve([service], reload=driver.reload)
