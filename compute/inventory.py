@@ -16,22 +16,14 @@ from collections.abc import Hashable
 import yaml
 
 from objects.fields import PciDeviceType
+from pci import report
 from pci.address import PciAddress
 from pcisim.exception import InvalidInventory, InvalidPciAddress
 
 RESOURCE_DEFAULTS = {"vcpus": 32, "memory_mb": 131072, "local_gb": 1024}
 NODE_KEYS = (*RESOURCE_DEFAULTS, "numa_nodes", "sockets", "pci_devices")
-DEVICE_KEYS = (
-    "address",
-    "vendor_id",
-    "product_id",
-    "dev_type",
-    "parent_addr",
-    "numa_node",
-    "label",
-    "dev_id",
-)
-REQUIRED_DEVICE_KEYS = ("address", "vendor_id", "product_id", "dev_type")
+DEVICE_KEYS = ("address", *report.REPORTED_FIELDS)
+REQUIRED_DEVICE_KEYS = report.REQUIRED_FIELDS
 CHILD_TYPES = frozenset({PciDeviceType.SRIOV_VF, PciDeviceType.VDPA})
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NUMA_NODES = 1024  # NOTE: Linux's MAX_NUMNODES

@@ -48,8 +48,11 @@ class PcisimObject(ovo_base.VersionedObject):
     indirection_api = _ThreadIndirection()
 
 
+NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})
+
+
 class PcisimPersistentObject:
-    """Bookkeeping fields of objects stored in a table, and the DB row copy."""
+    """Bookkeeping fields of objects stored in a table, and the copies to and from rows."""
 
     fields = {
         "created_at": fields.DateTimeField(nullable=True),
@@ -65,6 +68,26 @@ class PcisimPersistentObject:
                 continue
             value = getattr(row, name)
             setattr(self, name, bool(value) if name == "deleted" else value)
+
+    @classmethod
+    def _from_db_object(cls, context, obj, row):
+        obj._copy_row(row)
+        obj._context = context
+        obj.obj_reset_changes()
+        return obj
+
+    def _db_values(self, names):
+        """Column values of the fields ``names``: no bookkeeping, datetimes naive UTC."""
+        values = {}
+        for name in names:
+            if name not in NOT_WRITTEN:
+                value = getattr(self, name)
+                is_datetime = isinstance(self.fields[name], fields.DateTimeField)
+                values[name] = naive_utc(value) if is_datetime else value
+        return values
+
+    def _set_field_names(self):
+        return [name for name in self.fields if self.obj_attr_is_set(name)]
 
 
 class PcisimObjectSerializer(ovo_base.VersionedObjectSerializer):

@@ -6,8 +6,6 @@ from db import api as db_api
 from objects import base, fields
 from objects.pci_device_pool import PciDevicePoolList
 
-_NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})
-
 
 @base.PcisimObjectRegistry.register
 class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
@@ -47,7 +45,7 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
         return node
 
     def _db_values(self, names):
-        values = {name: getattr(self, name) for name in names if name not in _NOT_WRITTEN}
+        values = super()._db_values(names)
         if "pci_device_pools" in values:
             pools = values.pop("pci_device_pools")
             values["pci_stats"] = pools.to_json() if pools is not None else None
@@ -69,8 +67,7 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def create(self):
         """Insert this node; ``ComputeNodeExists`` when host and name are taken."""
-        names = [name for name in self.fields if self.obj_attr_is_set(name)]
-        row = db_api.compute_node_create(self._context, self._db_values(names))
+        row = db_api.compute_node_create(self._context, self._db_values(self._set_field_names()))
         self._from_db_object(self._context, self, row)
 
     @base.remotable

@@ -7,8 +7,6 @@ from objects.instance_pci_requests import InstancePCIRequests
 from objects.pci_device import PciDeviceList
 
 LAZY_ATTRS = ("pci_requests", "pci_devices")
-_NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted", *LAZY_ATTRS})
-_DATETIMES = ("launched_at", "terminated_at")
 
 
 @base.PcisimObjectRegistry.register
@@ -62,11 +60,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         self.obj_reset_changes([attrname])
 
     def _db_values(self, names):
-        values = {name: getattr(self, name) for name in names if name not in _NOT_WRITTEN}
-        for name in _DATETIMES:
-            if name in values:
-                values[name] = base.naive_utc(values[name])
-        return values
+        return super()._db_values([name for name in names if name not in LAZY_ATTRS])
 
     @classmethod
     @base.remotable
@@ -78,7 +72,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def create(self):
         """Insert the instance with its PCI requests; ``InstanceExists`` on a dup uuid."""
-        names = [name for name in self.fields if self.obj_attr_is_set(name)]
+        names = self._set_field_names()
         extra = {}
         if self.obj_attr_is_set("pci_requests") and self.pci_requests is not None:
             extra["pci_requests"] = self.pci_requests.to_json()

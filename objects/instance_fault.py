@@ -23,13 +23,6 @@ class InstanceFault(base.PcisimPersistentObject, base.PcisimObject):
         **base.PcisimPersistentObject.fields,
     }
 
-    @classmethod
-    def _from_db_object(cls, context, fault, row):
-        fault._copy_row(row)
-        fault._context = context
-        fault.obj_reset_changes()
-        return fault
-
     @base.remotable
     def create(self):
         """Insert the fault; ``InstanceNotFound`` when the instance does not exist."""

@@ -7,8 +7,6 @@ from db import api as db_api
 from objects import base, fields, pci_device_state
 from pcisim import exception
 
-_NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})
-
 
 @base.PcisimObjectRegistry.register
 class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
@@ -61,13 +59,10 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
         return device
 
     def _db_values(self, names):
-        values = {name: getattr(self, name) for name in names if name not in _NOT_WRITTEN}
+        values = super()._db_values(names)
         if "extra_info" in values:
             values["extra_info"] = jsonutils.dumps(values["extra_info"])
         return values
-
-    def _set_names(self):
-        return [name for name in self.fields if self.obj_attr_is_set(name)]
 
     @classmethod
     @base.remotable
@@ -87,7 +82,7 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
         """Insert this never-saved device; ``InvalidInput`` names any missing field."""
         if self.obj_attr_is_set("id"):
             raise exception.ObjectActionError(action="create", reason="already created")
-        row = db_api.pci_device_create(self._context, self._db_values(self._set_names()))
+        row = db_api.pci_device_create(self._context, self._db_values(self._set_field_names()))
         self._from_db_object(self._context, self, row)
 
     @base.remotable
@@ -161,7 +156,7 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
     def _adopt(self, stored):
         """Take what the database decided (id, timestamps, deletion) and forget the
         changes that the stored copy reflects."""
-        for name in _NOT_WRITTEN | {"status"}:
+        for name in base.NOT_WRITTEN | {"status"}:
             if stored.obj_attr_is_set(name):
                 setattr(self, name, getattr(stored, name))
         self.obj_reset_changes()
@@ -176,7 +171,7 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
     def batch_change(self):
         """This device's pending write as (kind, values) for ``pci_device_batch_save``."""
         if not self.obj_attr_is_set("id"):
-            return "create", self._db_values(self._set_names())
+            return "create", self._db_values(self._set_field_names())
         if self.status == fields.PciDeviceStatus.REMOVED:
             return "destroy", None
         return "update", self._db_values(self.obj_what_changed())

@@ -5,8 +5,6 @@ from oslo_utils import timeutils
 from db import api as db_api
 from objects import base, fields
 
-_NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})
-
 
 @base.PcisimObjectRegistry.register
 class Service(base.PcisimPersistentObject, base.PcisimObject):
@@ -28,19 +26,6 @@ class Service(base.PcisimPersistentObject, base.PcisimObject):
     }
 
     @classmethod
-    def _from_db_object(cls, context, service, row):
-        service._copy_row(row)
-        service._context = context
-        service.obj_reset_changes()
-        return service
-
-    def _db_values(self, names):
-        values = {name: getattr(self, name) for name in names if name not in _NOT_WRITTEN}
-        if "last_seen_up" in values:
-            values["last_seen_up"] = base.naive_utc(values["last_seen_up"])
-        return values
-
-    @classmethod
     @base.remotable
     def get_by_host_and_binary(cls, context, host, binary):
         """The live service record; ``ServiceNotFound`` if none."""
@@ -50,8 +35,7 @@ class Service(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def create(self):
         """Insert the record; ``ServiceExists`` when the host runs this binary already."""
-        names = [name for name in self.fields if self.obj_attr_is_set(name)]
-        row = db_api.service_create(self._context, self._db_values(names))
+        row = db_api.service_create(self._context, self._db_values(self._set_field_names()))
         self._from_db_object(self._context, self, row)
 
     @base.remotable
