@@ -5,11 +5,13 @@ SQLite (a file) is always there. MariaDB and PostgreSQL are used when reachable 
 missing server is a failure.
 """
 
+import contextlib
 import os
 import socket
 import uuid
 from urllib import parse
 
+import kombu
 import pytest
 import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
@@ -44,6 +46,22 @@ def port_open(url, timeout=2.0):
     except OSError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def exchange_anchor(url, exchange_name):
+    """Keep an auto-deleting topic exchange alive: bind a queue of our own to it."""
+    with kombu.Connection(url.replace("rabbit://", "amqp://", 1)) as connection:
+        exchange = kombu.Exchange(exchange_name, type="topic", durable=False, auto_delete=True)
+        anchor = kombu.Queue(
+            f"{exchange_name}-anchor-{uuid.uuid4().hex[:8]}",
+            exchange,
+            routing_key="anchor",
+            exclusive=True,
+            auto_delete=True,
+        )
+        anchor(connection.default_channel).declare()
+        yield
 
 
 class ScratchDatabase:

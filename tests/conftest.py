@@ -47,13 +47,26 @@ def config():
     return pcisim_conf.CONF
 
 
+@pytest.fixture(scope="session")
+def rabbit_url(config):
+    """RabbitMQ, with the test exchange held for the whole run.
+
+    The tests' exchange auto-deletes with its last queue (so runs leave nothing on
+    the broker); a queue bound for the run keeps it while a test has no server up,
+    so that a call to a stopped conductor times out as it does in production.
+    """
+    if not backends.port_open(RABBIT_URL):
+        backends.unavailable(f"RabbitMQ unreachable at {rpc.safe_url(RABBIT_URL)}")
+    with backends.exchange_anchor(RABBIT_URL, config.control_exchange):
+        yield RABBIT_URL
+
+
 @pytest.fixture(scope="session", params=sorted(TRANSPORT_URLS))
 def transport_url(request):
     """Each real transport: in-process kombu, and RabbitMQ when reachable."""
-    url = TRANSPORT_URLS[request.param]
-    if request.param == "rabbit" and not backends.port_open(url):
-        backends.unavailable(f"RabbitMQ unreachable at {rpc.safe_url(url)}")
-    return url
+    if request.param == "rabbit":
+        return request.getfixturevalue("rabbit_url")
+    return TRANSPORT_URLS[request.param]
 
 
 @pytest.fixture(scope="session")

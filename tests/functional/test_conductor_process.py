@@ -16,11 +16,11 @@ import sqlalchemy as sa
 from conductor import rpcapi
 from db import engine, models
 from objects import base as objects_base
-from objects.compute_node import ComputeNode, ComputeNodeList
+from objects.compute_node import ComputeNodeList
 from objects.pci_device import PciDevice, PciDeviceList
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception, rpc
-from tests import backends
+from tests import backends, object_factories
 from tests.conftest import RABBIT_URL
 from tests.functional import processes
 
@@ -77,20 +77,6 @@ def compute(db, conductor_process):
         yield
 
 
-def _node(ctxt):
-    node = ComputeNode(
-        ctxt,
-        uuid=str(uuid.uuid4()),
-        host="host1",
-        hypervisor_hostname="node1",
-        vcpus=8,
-        memory_mb=4096,
-        local_gb=100,
-    )
-    node.create()
-    return node
-
-
 def _device(ctxt, node, address, **values):
     values = {
         "vendor_id": "8086",
@@ -121,7 +107,7 @@ def _delete_device_rows():
 
 
 def test_compute_node_created_on_the_compute_side_is_a_row(compute, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
 
     [row] = _rows(models.ComputeNode)
     assert (row["id"], row["uuid"], row["hypervisor_hostname"]) == (node.id, node.uuid, "node1")
@@ -129,7 +115,7 @@ def test_compute_node_created_on_the_compute_side_is_a_row(compute, ctxt):
 
 
 def test_devices_created_on_the_compute_side_are_rows_of_their_node(compute, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     devices = [_device(ctxt, node, f"0000:81:00.{f}") for f in (1, 2)]
     for device in devices:
         device.save()
@@ -142,7 +128,7 @@ def test_devices_created_on_the_compute_side_are_rows_of_their_node(compute, ctx
 
 
 def test_saved_device_change_is_written_to_its_row(compute, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     device = _device(ctxt, node, "0000:81:00.1")
     device.save()
     device.status, device.instance_uuid = "allocated", "i-1"
@@ -155,7 +141,7 @@ def test_saved_device_change_is_written_to_its_row(compute, ctxt):
 
 
 def test_batch_save_of_a_device_list_writes_every_change(compute, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     devices = PciDeviceList(ctxt, objects=[_device(ctxt, node, f"0000:81:00.{f}") for f in (1, 2)])
     devices.save()
     devices[0].status = "claimed"
@@ -174,7 +160,7 @@ def test_batch_save_of_a_device_list_writes_every_change(compute, ctxt):
 def test_saving_a_device_whose_row_is_gone_raises_typed_not_found_and_inserts_nothing(
     compute, ctxt
 ):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     device = _device(ctxt, node, "0000:81:00.1", status="allocated", instance_uuid="i-1")
     device.save()
     _delete_device_rows()

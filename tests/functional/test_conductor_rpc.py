@@ -15,36 +15,7 @@ from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequest
 from objects.pci_device import PciDevice, PciDeviceList
 from objects.pci_device_pool import PciDevicePool, PciDevicePoolList
 from pcisim import dbaccess, exception, testing
-
-
-def _node(ctxt, name="node1"):
-    node = ComputeNode(
-        ctxt,
-        uuid=str(uuid.uuid4()),
-        host="host1",
-        hypervisor_hostname=name,
-        vcpus=8,
-        memory_mb=4096,
-        local_gb=100,
-    )
-    node.create()
-    return node
-
-
-def _device(ctxt, node, address="0000:81:00.1", **values):
-    values = {
-        "vendor_id": "8086",
-        "product_id": "1520",
-        "dev_type": "type-VF",
-        "status": "available",
-        "label": "label_8086_1520",
-        "parent_addr": "0000:81:00.0",
-        "numa_node": 0,
-        **values,
-    }
-    device = PciDevice(ctxt, compute_node_id=node.id, address=address, **values)
-    device.save()
-    return device
+from tests import object_factories
 
 
 def _device_rows():
@@ -54,7 +25,7 @@ def _device_rows():
 
 
 def test_compute_node_create_save_get_and_destroy_round_trip(conductor, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     node.vcpus_used = 2
     node.pci_device_pools = PciDevicePoolList(
         objects=[
@@ -119,10 +90,10 @@ def test_instance_with_pci_requests_round_trip(conductor, ctxt):
 
 
 def test_instance_loads_its_devices_lazily_through_the_conductor(conductor, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     instance = Instance(ctxt, uuid=str(uuid.uuid4()), host="host1", node="node1")
     instance.create()
-    _device(ctxt, node, status="allocated", instance_uuid=instance.uuid)
+    object_factories.vf(ctxt, node, status="allocated", instance_uuid=instance.uuid)
 
     fetched = Instance.get_by_uuid(ctxt, instance.uuid)
 
@@ -134,8 +105,8 @@ def test_instance_loads_its_devices_lazily_through_the_conductor(conductor, ctxt
 
 
 def test_pci_device_create_save_get_and_destroy_round_trip(conductor, ctxt):
-    node = _node(ctxt)
-    device = _device(ctxt, node)
+    node = object_factories.compute_node(ctxt)
+    device = object_factories.vf(ctxt, node)
     assert device.id and not device.obj_what_changed()
 
     device.status, device.instance_uuid = "allocated", "i-1"
@@ -151,7 +122,7 @@ def test_pci_device_create_save_get_and_destroy_round_trip(conductor, ctxt):
 
 
 def test_explicit_create_of_a_pci_device_round_trip(conductor, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     device = PciDevice(
         ctxt,
         compute_node_id=node.id,
@@ -169,8 +140,8 @@ def test_explicit_create_of_a_pci_device_round_trip(conductor, ctxt):
 
 
 def test_saving_a_removed_device_soft_deletes_it(conductor, ctxt):
-    node = _node(ctxt)
-    device = _device(ctxt, node)
+    node = object_factories.compute_node(ctxt)
+    device = object_factories.vf(ctxt, node)
     device.status = "removed"
 
     device.save()
@@ -180,7 +151,7 @@ def test_saving_a_removed_device_soft_deletes_it(conductor, ctxt):
 
 
 def test_creating_a_device_without_identity_fields_arrives_as_invalid_input(conductor, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     device = PciDevice(ctxt, compute_node_id=node.id, address="0000:81:00.1", status="available")
     with pytest.raises(exception.InvalidInput, match="vendor_id, product_id, dev_type, label"):
         device.save()
@@ -188,8 +159,8 @@ def test_creating_a_device_without_identity_fields_arrives_as_invalid_input(cond
 
 
 def test_saving_an_archived_device_raises_not_found_keeps_changes_inserts_nothing(conductor, ctxt):
-    node = _node(ctxt)
-    device = _device(ctxt, node, status="allocated", instance_uuid="i-1")
+    node = object_factories.compute_node(ctxt)
+    device = object_factories.vf(ctxt, node, status="allocated", instance_uuid="i-1")
     with dbaccess.granted(), engine.get_engine().begin() as connection:
         connection.execute(sa.delete(models.PciDevice.__table__))
     device.status, device.instance_uuid = "available", None
@@ -203,9 +174,9 @@ def test_saving_an_archived_device_raises_not_found_keeps_changes_inserts_nothin
 
 
 def test_batch_save_writes_every_change_in_one_round_trip(conductor, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     devices = PciDeviceList(
-        ctxt, objects=[_device(ctxt, node, f"0000:81:00.{f}") for f in range(1, 6)]
+        ctxt, objects=[object_factories.vf(ctxt, node, f"0000:81:00.{f}") for f in range(1, 6)]
     )
     for device in devices[:4]:
         device.status = "claimed"
@@ -237,7 +208,7 @@ def test_batch_save_writes_every_change_in_one_round_trip(conductor, ctxt):
 
 
 def test_batch_save_with_nothing_changed_makes_no_round_trip(conductor, ctxt):
-    node = _node(ctxt)
+    node = object_factories.compute_node(ctxt)
     devices = PciDeviceList.get_by_compute_node(ctxt, node.id)
     before = conductor.calls.total()
     devices.save()
@@ -245,8 +216,11 @@ def test_batch_save_with_nothing_changed_makes_no_round_trip(conductor, ctxt):
 
 
 def test_batch_save_reports_archived_devices_and_saves_the_others(conductor, ctxt):
-    node = _node(ctxt)
-    kept, archived = _device(ctxt, node, "0000:81:00.1"), _device(ctxt, node, "0000:81:00.2")
+    node = object_factories.compute_node(ctxt)
+    kept, archived = (
+        object_factories.vf(ctxt, node, "0000:81:00.1"),
+        object_factories.vf(ctxt, node, "0000:81:00.2"),
+    )
     with dbaccess.granted(), engine.get_engine().begin() as connection:
         table = models.PciDevice.__table__
         connection.execute(sa.delete(table).where(table.c.address == "0000:81:00.2"))
@@ -267,8 +241,8 @@ def test_direct_database_call_from_the_compute_side_is_refused(conductor, ctxt):
 
 
 def test_every_compute_side_write_is_an_object_action_message(conductor, ctxt):
-    node = _node(ctxt)
-    device = _device(ctxt, node)
+    node = object_factories.compute_node(ctxt)
+    device = object_factories.vf(ctxt, node)
     for status in ("claimed", "allocated", "available"):
         device.status = status
         device.save()
@@ -278,8 +252,8 @@ def test_every_compute_side_write_is_an_object_action_message(conductor, ctxt):
 
 
 def test_results_come_back_in_the_versions_the_caller_knows(conductor, ctxt):
-    node = _node(ctxt)
-    _device(ctxt, node, uuid=str(uuid.uuid4()))
+    node = object_factories.compute_node(ctxt)
+    object_factories.vf(ctxt, node, uuid=str(uuid.uuid4()))
     api = objects_base.PcisimObject.indirection_api
 
     device = api.object_class_action_versions(
@@ -293,7 +267,7 @@ def test_results_come_back_in_the_versions_the_caller_knows(conductor, ctxt):
 
 def test_conductor_unavailable_times_out_and_keeps_pending_changes(db, transport_url, ctxt, config):
     with testing.InProcessConductor(transport_url) as conductor:
-        device = _device(ctxt, _node(ctxt))
+        device = object_factories.vf(ctxt, object_factories.compute_node(ctxt))
         conductor.service.stop()
         config.set_override("rpc_response_timeout", 1)
         device.status = "claimed"

@@ -6,13 +6,13 @@ import pytest
 import sqlalchemy as sa
 
 from db import engine, models
-from objects.compute_node import ComputeNode
 from objects.fields import PciDeviceStatus as S
 from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from objects.pci_device import PciDeviceList
 from pci.devspec import DeviceSpecList
 from pci.manager import PciDevTracker
 from pcisim import dbaccess
+from tests import object_factories
 from tests.unit.pci import inventory
 
 SPECS = DeviceSpecList.from_config([inventory.DEVICE_SPEC])
@@ -22,17 +22,7 @@ PF_SPEC = {"vendor_id": "8086", "product_id": "1521", "dev_type": "type-PF"}
 
 @pytest.fixture
 def node(conductor, ctxt):
-    node = ComputeNode(
-        ctxt,
-        uuid=str(uuid.uuid4()),
-        host="host1",
-        hypervisor_hostname="node1",
-        vcpus=8,
-        memory_mb=4096,
-        local_gb=100,
-    )
-    node.create()
-    return node
+    return object_factories.compute_node(ctxt)
 
 
 @pytest.fixture
