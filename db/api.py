@@ -188,6 +188,12 @@ def instance_get_by_uuid(context, uuid, read_deleted=False):
 
 
 @reader
+def instance_get_all(context):
+    """Every live instance, oldest first."""
+    return list(context.session.scalars(_live(models.Instance).order_by(models.Instance.id)))
+
+
+@reader
 def instance_get_all_by_host_and_node(context, host, node=None):
     query = _live(models.Instance).filter_by(host=host)
     if node is not None:
@@ -419,6 +425,28 @@ def pci_device_get_by_id(context, device_id):
 def pci_device_get_all_by_node(context, node_id):
     query = _live(models.PciDevice).filter_by(compute_node_id=node_id)
     return list(context.session.scalars(query.order_by(models.PciDevice.address)))
+
+
+PCI_DEVICE_FILTERS = ("host", "status", "dev_type", "instance_uuid", "compute_node_id")
+
+
+@reader
+def pci_device_get_all(context, **filters):
+    """Live devices of every node, by node and address; filters from PCI_DEVICE_FILTERS."""
+    unknown = sorted(set(filters) - set(PCI_DEVICE_FILTERS))
+    if unknown:
+        raise exception.InvalidInput(reason=f"unknown PCI device filter(s) {', '.join(unknown)}")
+    query = _live(models.PciDevice)
+    host = filters.pop("host", None)
+    if host is not None:
+        query = query.join(
+            models.ComputeNode, models.ComputeNode.id == models.PciDevice.compute_node_id
+        ).where(models.ComputeNode.host == host)
+    for name, value in filters.items():
+        if value is not None:
+            query = query.where(getattr(models.PciDevice, name) == value)
+    order = (models.PciDevice.compute_node_id, models.PciDevice.address)
+    return list(context.session.scalars(query.order_by(*order)))
 
 
 @reader

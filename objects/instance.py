@@ -14,7 +14,8 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     """A server. ``pci_requests`` and ``pci_devices`` load on first access."""
 
     # Version 1.0: initial version
-    VERSION = "1.0"
+    # Version 1.1: PciDeviceList 1.2
+    VERSION = "1.1"
 
     fields = {
         "id": fields.IntegerField(),
@@ -37,7 +38,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     }
     obj_relationships = {
         "pci_requests": [("1.0", "1.1")],
-        "pci_devices": [("1.0", "1.1")],
+        "pci_devices": [("1.0", "1.1"), ("1.1", "1.2")],
     }
 
     @classmethod
@@ -109,10 +110,18 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
 @base.PcisimObjectRegistry.register
 class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: Instance 1.0
-    VERSION = "1.0"
+    # Version 1.1: Instance 1.1, added get_all
+    VERSION = "1.1"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
-    obj_relationships = {"objects": [("1.0", "1.0")]}
+    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1")]}
+
+    @classmethod
+    @base.remotable
+    def get_all(cls, context, expected_attrs=None):
+        """Every live instance."""
+        rows = db_api.instance_get_all(context)
+        return base.obj_make_list(context, cls(context), rows, expected_attrs=expected_attrs or ())
 
     @classmethod
     @base.remotable

@@ -183,10 +183,11 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
 
     # Version 1.0: PciDevice 1.0
     # Version 1.1: PciDevice 1.1
-    VERSION = "1.1"
+    # Version 1.2: added get_all
+    VERSION = "1.2"
 
     fields = {"objects": fields.ListOfObjectsField("PciDevice")}
-    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1")]}
+    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.1")]}
 
     @classmethod
     def _from_rows(cls, context, rows):
@@ -197,6 +198,14 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
     def get_by_compute_node(cls, context, node_id):
         """The live devices of a compute node, by address."""
         return cls._from_rows(context, db_api.pci_device_get_all_by_node(context, node_id))
+
+    @classmethod
+    @base.remotable
+    def get_all(cls, context, filters=None):
+        """Live devices of every node; ``filters`` keys: host, status, dev_type,
+        instance_uuid, compute_node_id. ``InvalidInput`` for any other key."""
+        rows = db_api.pci_device_get_all(context, **(filters or {}))
+        return cls._from_rows(context, rows)
 
     @classmethod
     @base.remotable

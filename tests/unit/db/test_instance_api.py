@@ -228,3 +228,11 @@ def test_compute_node_delete_soft_deletes_the_node_and_its_devices(db, ctxt):
         (device,) = connection.execute(sa.select(table.c.status, table.c.deleted)).all()
     assert device.status == "deleted"
     assert device.deleted != 0
+
+
+def test_instance_get_all_lists_live_instances_oldest_first(db, ctxt):
+    first = factories.instance(ctxt)
+    gone = factories.instance(ctxt)
+    last = factories.instance(ctxt)
+    api.instance_destroy(ctxt, gone.uuid)
+    assert [i.uuid for i in api.instance_get_all(ctxt)] == [first.uuid, last.uuid]

@@ -278,3 +278,41 @@ def test_batch_save_writes_nothing_when_a_new_device_already_exists(db, ctxt):
         )
 
     assert _all_device_rows() == before
+
+
+def test_get_all_lists_live_devices_of_every_node(db, ctxt):
+    node1 = factories.compute_node(ctxt, node="node1")
+    node2 = factories.compute_node(ctxt, node="node2")
+    factories.pci_device(ctxt, node1.id, "0000:81:00.1")
+    factories.pci_device(ctxt, node2.id, "0000:81:00.1")
+    factories.pci_device(ctxt, node2.id, "0000:81:00.2")
+    api.pci_device_destroy(ctxt, node2.id, "0000:81:00.2")
+
+    devices = api.pci_device_get_all(ctxt)
+
+    assert [(d.compute_node_id, d.address) for d in devices] == [
+        (node1.id, "0000:81:00.1"),
+        (node2.id, "0000:81:00.1"),
+    ]
+
+
+def test_get_all_filters_by_host_status_type_and_holder(db, ctxt):
+    here = factories.compute_node(ctxt, host="here", node="n")
+    there = factories.compute_node(ctxt, host="there", node="n")
+    factories.pci_device(ctxt, here.id, "0000:81:00.1", status="allocated", instance_uuid="i-1")
+    factories.pci_device(ctxt, here.id, "0000:81:00.2")
+    factories.pci_device(ctxt, there.id, "0000:81:00.3", dev_type="type-PCI")
+
+    def addresses(**filters):
+        return [d.address for d in api.pci_device_get_all(ctxt, **filters)]
+
+    assert addresses(host="here") == ["0000:81:00.1", "0000:81:00.2"]
+    assert addresses(status="allocated") == ["0000:81:00.1"]
+    assert addresses(dev_type="type-PCI") == ["0000:81:00.3"]
+    assert addresses(instance_uuid="i-1") == ["0000:81:00.1"]
+    assert addresses(host="there", status="allocated") == []
+
+
+def test_get_all_refuses_an_unknown_filter(db, ctxt):
+    with pytest.raises(exception.InvalidInput, match="colour"):
+        api.pci_device_get_all(ctxt, colour="red")
