@@ -33,6 +33,7 @@ from objects.service import Service
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, exception, rpc
+from pcisim.api import app as api_app
 
 CONF = pcisim_conf.CONF
 
@@ -193,6 +194,10 @@ class ControlPlane:
                 return Instance.get_by_uuid(self.context, instance_uuid).vm_state
             except exception.InstanceNotFound:
                 return "deleted"
+
+    def wsgi_app(self):
+        """The HTTP API over this control plane, as a WSGI (Flask) application."""
+        return api_app.create_app(api_app.Api(compute=self.api))
 
     def archive(self, max_rows=10000):
         """Run archive_deleted_rows as an operator would (directly on the database)."""

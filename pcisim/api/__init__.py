@@ -1,0 +1,1 @@
+"""The HTTP API: a WSGI application over the compute API and objects."""

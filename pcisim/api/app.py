@@ -1,0 +1,72 @@
+"""The HTTP API as a WSGI application: one route table, thin handlers, JSON errors.
+
+Handlers take ``(api, context, **path_values)`` and return ``(body, status)`` or a
+body; they read through objects and act through the compute API, so this process
+needs no database: every call goes to the conductor.
+"""
+
+import dataclasses
+
+import flask
+from oslo_log import log as logging
+from werkzeug import exceptions as http_exceptions
+
+from pcisim import context as pcisim_context
+from pcisim.api import errors, hypervisors, openapi, pci_devices, servers
+
+LOG = logging.getLogger(__name__)
+
+ROUTES = (
+    ("/servers", "POST", servers.create_server),
+    ("/servers", "GET", servers.list_servers),
+    ("/servers/<uuid:server_id>", "GET", servers.show_server),
+    ("/servers/<uuid:server_id>", "DELETE", servers.delete_server),
+    ("/hypervisors", "GET", hypervisors.list_hypervisors),
+    ("/hypervisors/<int:node_id>", "GET", hypervisors.show_hypervisor),
+    ("/hypervisors/<int:node_id>/pci-tree", "GET", hypervisors.pci_tree),
+    ("/pci-devices", "GET", pci_devices.list_pci_devices),
+    ("/pci-devices/<int:device_id>", "GET", pci_devices.show_pci_device),
+)
+
+
+@dataclasses.dataclass
+class Api:
+    """What handlers act through."""
+
+    compute: object  # compute.api.API
+
+
+def create_app(api):
+    app = flask.Flask("pcisim.api")
+    app.json.sort_keys = False
+    for path, method, handler in ROUTES:
+        app.add_url_rule(path, f"{method} {path}", _endpoint(api, handler), methods=[method])
+    app.add_url_rule("/openapi.json", "openapi", lambda: openapi.document(ROUTES))
+    app.register_error_handler(Exception, _error_response)
+    return app
+
+
+def _endpoint(api, handler):
+    def endpoint(**values):
+        values = {
+            name: str(value) if name == "server_id" else value for name, value in values.items()
+        }
+        result = handler(api, pcisim_context.get_admin_context(), **values)
+        body, status = result if isinstance(result, tuple) else (result, 200)
+        return ("", status) if body is None else (flask.jsonify(body), status)
+
+    return endpoint
+
+
+def _error_response(error):
+    if isinstance(error, errors.ApiError):
+        return flask.jsonify(errors.body(error.code, error.message)), error.status
+    if isinstance(error, http_exceptions.HTTPException):
+        code = f"http.{error.code}"
+        return flask.jsonify(errors.body(code, error.description)), error.code
+    mapped = errors.for_exception(error)
+    if mapped is not None:
+        status, body = mapped
+        return flask.jsonify(body), status
+    LOG.exception("Unexpected error serving %s %s", flask.request.method, flask.request.path)
+    return flask.jsonify(errors.body("internal", "An unexpected error occurred.")), 500

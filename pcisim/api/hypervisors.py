@@ -1,0 +1,55 @@
+"""/hypervisors: compute nodes, their usage, PCI pools and PF/VF trees."""
+
+from objects.compute_node import ComputeNode, ComputeNodeList
+from objects.pci_device import PciDeviceList
+from pcisim.api import views
+
+
+def view(node):
+    pools = node.pci_device_pools.objects if node.pci_device_pools else []
+    return {
+        "id": node.id,
+        "host": node.host,
+        "hypervisor_hostname": node.hypervisor_hostname,
+        **{
+            name: getattr(node, name)
+            for name in (
+                "vcpus",
+                "vcpus_used",
+                "memory_mb",
+                "memory_mb_used",
+                "local_gb",
+                "local_gb_used",
+            )
+        },
+        "pci_pools": [pool.to_dict() for pool in pools],
+    }
+
+
+def list_hypervisors(api, context):
+    return {"hypervisors": [view(node) for node in ComputeNodeList.get_all(context)]}
+
+
+def show_hypervisor(api, context, node_id):
+    return {"hypervisor": view(ComputeNode.get_by_id(context, node_id))}
+
+
+def pci_tree(api, context, node_id):
+    """Each PF with its VFs under it, then devices without a tracked parent."""
+    node = ComputeNode.get_by_id(context, node_id)
+    devices = list(PciDeviceList.get_all(context, {"compute_node_id": node.id}))
+    pfs = {
+        d.address: {**views.pci_device(d), "vfs": []} for d in devices if d.dev_type == "type-PF"
+    }
+    others = []
+    for device in devices:
+        if device.address in pfs:
+            continue
+        parent = pfs.get(device.parent_addr)
+        (parent["vfs"] if parent else others).append(views.pci_device(device))
+    return {
+        "host": node.host,
+        "hypervisor_hostname": node.hypervisor_hostname,
+        "pfs": list(pfs.values()),
+        "devices": others,
+    }
