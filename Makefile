@@ -15,13 +15,10 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[mysql,postgresql,test]'
 	touch $(STAMP)
 
-# Until the all-in-one control plane lands, `make run` migrates the embedded SQLite
-# database and starts the conductor alone on the in-process transport.
+# The whole control plane in one process on the embedded defaults (SQLite under
+# ./state, the in-process transport); ARGS="--nodes 4" and the like pass through.
 run: $(STAMP)
-	@echo "make run: the all-in-one control plane is not built yet; starting the conductor"
-	@echo "alone on the embedded defaults (SQLite under ./state, kombu+memory://// transport)."
-	$(BIN)/pcisim-manage $(ARGS) db sync
-	$(BIN)/pcisim-conductor $(ARGS)
+	$(BIN)/pcisim up $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -11,6 +11,11 @@ created, so the new pool's ``connect`` listener repeats the part pcisim relies o
 oslo.db emits BEGIN itself (pysqlite must not), and foreign keys are enforced.
 Connections are handed to one thread at a time by the pool, so pysqlite's same-thread
 check is off, as SQLAlchemy does for pooled file databases.
+
+Transactions begin with BEGIN IMMEDIATE. A plain BEGIN starts a transaction that
+takes the write lock only at its first write, and if another connection wrote in
+between, SQLite fails it at once with "database is locked" instead of waiting. Taking
+the lock at the start makes every transaction wait its turn (``busy_timeout``).
 """
 
 import sqlalchemy as sa
@@ -39,6 +44,14 @@ def _configure_connection(dbapi_connection, connection_record):
         dbapi_connection.execute(f"PRAGMA {pragma}")
 
 
+def _begin_immediately(connection):
+    # oslo.db emits its own BEGIN unless this marker (its own) says one was emitted;
+    # this listener runs first.
+    if "in_transaction" not in connection.info:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.info["in_transaction"] = True
+
+
 def use_pooled_wal_connections(engine):
     """Give an oslo.db SQLite file engine a pool of WAL-mode connections."""
     # The dialect learns the server's version on the first connection of the original
@@ -54,3 +67,4 @@ def use_pooled_wal_connections(engine):
         dialect=engine.dialect,
         events=[(_configure_connection, "connect")],
     )
+    sa.event.listen(engine, "begin", _begin_immediately, insert=True)

@@ -68,6 +68,11 @@ compute_opts = [
     ),
 ]
 
+api_opts = [
+    cfg.HostAddressOpt("listen", default="127.0.0.1", help="Address the HTTP API listens on."),
+    cfg.PortOpt("port", default=8774, help="Port the HTTP API listens on."),
+]
+
 scheduler_opts = [
     cfg.IntOpt(
         "max_attempts",
@@ -118,6 +123,7 @@ def register_opts(conf=CONF):
     conf.register_opts(service_opts)
     conf.register_opts(compute_opts, group="compute")
     conf.register_opts(scheduler_opts, group="scheduler")
+    conf.register_opts(api_opts, group="api")
     conf.register_opts(conductor_opts, group="conductor")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(pci_opts, group="pci")

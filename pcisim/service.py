@@ -62,12 +62,13 @@ class RPCService(service.Service):
         super().stop(graceful)
 
 
-def serve(services, conf=pcisim_conf.CONF, reload=None):
+def serve(services, conf=pcisim_conf.CONF, reload=None, started=None):
     """Run ``services`` in this process until SIGTERM or SIGINT, then stop them gracefully.
 
     Stopping a service stops its RPC server from taking new messages and waits for the
     calls in progress to finish. With ``reload``, SIGHUP calls it (a failure is logged
-    and the services keep running). Returns the number of the signal that stopped them.
+    and the services keep running). ``started`` is called once they are launched.
+    Returns the number of the signal that stopped them.
     """
     wake = threading.Event()
     received = []
@@ -82,6 +83,8 @@ def serve(services, conf=pcisim_conf.CONF, reload=None):
     try:
         for svc in services:
             launcher.launch_service(svc)
+        if started is not None:
+            started()
         while _wait_for_signal(wake, received) == signal.SIGHUP:
             _reload(reload)
         LOG.info("Caught %s, stopping gracefully", signal.Signals(received[-1]).name)

@@ -1,0 +1,132 @@
+"""pcisim up: the whole control plane in one process, on the embedded defaults.
+
+    pcisim up [--nodes N] [--inventory FILE]... [--port P] [--config-file F]
+
+A conductor, compute hosts with simulated PCI inventories and the HTTP API, talking
+over the in-process transport (every compute-side object call still goes to the
+conductor over RPC) to a SQLite file under ./state, which it creates or migrates.
+A second start reuses the state. Ctrl-C stops it cleanly.
+"""
+
+import sys
+import time
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from compute import api as compute_api
+from compute import driver as compute_driver
+from compute import service as compute_service
+from conductor import rpcapi as conductor_rpcapi
+from conductor import service as conductor_service
+from db import engine, migration
+from objects import base as objects_base
+from pci import devspec, request
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess, exception, rpc, wsgi
+from pcisim import service as pcisim_service
+from pcisim.api import app as api_app
+
+LOG = logging.getLogger(__name__)
+CONF = pcisim_conf.CONF
+
+cli_opts = [
+    cfg.IntOpt(
+        "nodes",
+        default=2,
+        min=1,
+        max=512,
+        help="Simulated compute nodes: GPU and SR-IOV NIC nodes in turn.",
+    ),
+    cfg.MultiStrOpt(
+        "inventory",
+        default=[],
+        metavar="FILE",
+        help="An inventory file per compute host, instead of --nodes.",
+    ),
+    cfg.PortOpt("port", help="Port of the HTTP API (default: [api] port, 8774)."),
+]
+DEFAULT_DEVICE_SPEC = ['{"vendor_id": "10de"}', '{"vendor_id": "8086"}']
+DEFAULT_ALIASES = [
+    '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8", "device_type": "type-PCI"}',
+    '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
+    '{"name": "pf", "vendor_id": "8086", "product_id": "1521", "device_type": "type-PF"}',
+]
+GPU_NODE = "gpus=4,numa_nodes=2,vcpus=32,memory_mb=131072"
+NIC_NODE = "pfs=2,vfs_per_pf=8,numa_nodes=2,vcpus=32,memory_mb=131072"
+
+
+def drivers():
+    """Compute host name -> simulated driver, from --inventory or --nodes."""
+    if CONF.inventory:
+        return {
+            f"compute-{n}": compute_driver.SimulatedDriver.from_config([path])
+            for n, path in enumerate(CONF.inventory, start=1)
+        }
+    shapes = [(GPU_NODE, "gpu"), (NIC_NODE, "nic")]
+    return {
+        f"compute-{n}": compute_driver.SimulatedDriver.from_config(
+            [f"{shapes[(n - 1) % 2][1]}-node-{n}={shapes[(n - 1) % 2][0]}"]
+        )
+        for n in range(1, CONF.nodes + 1)
+    }
+
+
+def build(transport_url=None):
+    """Every service of the all-in-one, ready to launch, and the API's URL."""
+    engine.configure()
+    migration.db_sync()
+    specs = devspec.DeviceSpecList.from_config(CONF.pci.device_spec or DEFAULT_DEVICE_SPEC)
+    aliases = request.parse_aliases(CONF.pci.alias or DEFAULT_ALIASES)
+    hosts = drivers()
+    conductor = conductor_service.ConductorService(transport_url)
+    dbaccess.forbid("pcisim up (outside the conductor)")
+    transport = rpc.get_transport(url=transport_url)
+    objects_base.set_indirection_api(conductor_rpcapi.ConductorAPI(transport))
+    computes = [
+        compute_service.ComputeService(host, driver, specs, transport_url)
+        for host, driver in hosts.items()
+    ]
+    app = api_app.create_app(api_app.Api(compute=compute_api.API(transport, aliases)))
+    api = wsgi.WSGIService(app, CONF.api.listen, CONF.api.port if CONF.port is None else CONF.port)
+    return [conductor, *computes, api], api.url
+
+
+def wait_until_serving(services, timeout=60.0):
+    """Block until every RPC service takes messages, so that the first boot finds
+    its computes registered."""
+    deadline = time.monotonic() + timeout
+    while any(getattr(svc, "rpcserver", True) is None for svc in services):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"services not up after {timeout} s")
+        time.sleep(0.05)
+
+
+def banner(url):
+    create = '{"server": {"name": "gpu-vm", "pci_requests": "gpu:1"}}'
+    print(
+        f"\npcisim is up: API at {url}  (state in {pcisim_conf.state_path()}, Ctrl-C stops)\n"
+        f"\n  curl -s -X POST {url}/servers -H 'Content-Type: application/json' -d '{create}'"
+        f"\n  curl -s {url}/servers/SERVER_ID        # status, host, PCI devices"
+        f"\n  curl -s -X DELETE {url}/servers/SERVER_ID\n",
+        flush=True,
+    )
+
+
+def main(argv):
+    CONF.register_cli_opts(cli_opts)
+    try:
+        pcisim_conf.parse_args(argv)
+    except cfg.Error as error:
+        sys.exit(f"pcisim up: {error}")
+    logging.setup(CONF, "pcisim")
+    try:
+        services, url = build()
+    except (exception.Invalid, OSError) as error:
+        sys.exit(f"pcisim up: {error}")
+
+    def started():
+        wait_until_serving(services)
+        banner(url)
+
+    pcisim_service.serve(services, started=started)
