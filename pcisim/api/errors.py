@@ -36,5 +36,6 @@ def for_exception(error):
     """(status, body) for a pcisim exception, or None when it is not an API error."""
     for cls, status, code in ERRORS:
         if isinstance(error, cls):
-            return status, body(code, str(error))
+            # ``message``, not str(): a remote exception's str() carries the remote traceback.
+            return status, body(code, error.message)
     return None

@@ -1,14 +1,15 @@
-"""pcisim: the project's command line. ``pcisim up`` runs the all-in-one control plane."""
+"""pcisim: ``pcisim up`` runs the all-in-one control plane; the other commands talk to
+its HTTP API (see ``pcisim.cli``)."""
 
 import sys
 
-COMMANDS = {"up": "pcisim.cmd.up"}
-USAGE = "usage: pcisim up [--nodes N] [--inventory FILE]... [--port P] [--config-file F]"
+from pcisim import cli
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        sys.exit(f"{USAGE}\npcisim: unknown command {argv[0]!r}" if argv else USAGE)
-    module = __import__(COMMANDS[argv[0]], fromlist=["main"])
-    module.main(argv[1:])
+    if argv[:1] == ["up"]:
+        from pcisim.cmd import up
+
+        return up.main(argv[1:])
+    sys.exit(cli.run(cli.parser().parse_args(argv)))

@@ -103,12 +103,12 @@ def wait_until_serving(services, timeout=60.0):
 
 
 def banner(url):
-    create = '{"server": {"name": "gpu-vm", "pci_requests": "gpu:1"}}'
+    url_option = "" if url == "http://127.0.0.1:8774" else f" --url {url}"
     print(
         f"\npcisim is up: API at {url}  (state in {pcisim_conf.state_path()}, Ctrl-C stops)\n"
-        f"\n  curl -s -X POST {url}/servers -H 'Content-Type: application/json' -d '{create}'"
-        f"\n  curl -s {url}/servers/SERVER_ID        # status, host, PCI devices"
-        f"\n  curl -s -X DELETE {url}/servers/SERVER_ID\n",
+        f"\n  pcisim{url_option} server create gpu-vm --pci gpu:1 --wait"
+        f"\n  pcisim{url_option} server show SERVER_ID      # its host and GPU, allocated"
+        f"\n  pcisim{url_option} server delete SERVER_ID --wait\n",
         flush=True,
     )
 

@@ -115,6 +115,7 @@ def test_an_unknown_alias_is_a_400_with_its_own_code(client):
 def test_an_unknown_server_is_a_404(client):
     response = client.get(f"/servers/{uuid.uuid4()}")
     assert (response.status_code, response.json["error"]["code"]) == (404, "server.not_found")
+    assert "Traceback" not in response.json["error"]["message"]
     assert client.delete(f"/servers/{uuid.uuid4()}").status_code == 404
 
 

@@ -1,5 +1,6 @@
 """`pcisim up` (what `make run` starts): the README's three commands work against it."""
 
+import contextlib
 import json
 import pathlib
 import re
@@ -13,6 +14,12 @@ import urllib.request
 import pytest
 
 PCISIM = pathlib.Path(sys.executable).with_name("pcisim")
+
+
+def _cli(url, *args):
+    return subprocess.run(
+        [str(PCISIM), "--url", url, *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def _request(method, url, body=None):
@@ -36,17 +43,17 @@ def _wait(predicate, timeout=30):
     return result
 
 
-@pytest.fixture
-def up(tmp_path):
-    """A running `pcisim up` on a free port with its state in tmp_path; yields its URL."""
-    config = tmp_path / "pcisim.conf"
-    config.write_text(f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\n")
+@contextlib.contextmanager
+def _running_up(directory):
+    """A running `pcisim up` on a free port with its state in ``directory``."""
+    config = directory / "pcisim.conf"
+    config.write_text(f"[DEFAULT]\nstate_path = {directory / 'state'}\n")
     process = subprocess.Popen(
         [str(PCISIM), "up", "--port", "0", "--config-file", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        cwd=tmp_path,
+        cwd=directory,
     )
     try:
         url = _wait(lambda: re.search(r"API at (http://\S+)", process.stdout.readline() or ""))
@@ -56,6 +63,20 @@ def up(tmp_path):
             process.kill()
         process.wait(timeout=10)
         process.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory):
+    """One `pcisim up` for the module's tests; yields (url, process)."""
+    with _running_up(tmp_path_factory.mktemp("up")) as running:
+        yield running
+
+
+@pytest.fixture
+def own_up(tmp_path):
+    """A `pcisim up` of the test's own, which it may stop."""
+    with _running_up(tmp_path) as running:
+        yield running
 
 
 def test_a_gpu_server_boots_shows_its_device_and_is_deleted(up):
@@ -74,9 +95,59 @@ def test_a_gpu_server_boots_shows_its_device_and_is_deleted(up):
     _wait(lambda: _request("GET", server_url)[0] == 404)
 
 
-def test_ctrl_c_stops_it_cleanly(up):
-    url, process = up
+def test_ctrl_c_stops_it_cleanly(own_up):
+    url, process = own_up
     assert _request("GET", f"{url}/hypervisors")[0] == 200
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=20) == 0
     assert "stopping gracefully" in process.stdout.read()
+
+
+def test_the_readme_commands_boot_show_and_delete_a_gpu_server(up):
+    url, _ = up
+    created = _cli(url, "-f", "json", "server", "create", "gpu-vm", "--pci", "gpu:1", "--wait")
+    assert created.returncode == 0, created.stderr
+    server = json.loads(created.stdout)
+    assert server["status"] == "ACTIVE"
+    shown = _cli(url, "server", "show", server["id"])
+    assert "allocated" in shown.stdout and "type-PCI" in shown.stdout
+    assert _cli(url, "server", "delete", server["id"], "--wait").returncode == 0
+    devices = json.loads(_cli(url, "-f", "json", "pci", "list", "--status", "allocated").stdout)
+    assert devices == []
+
+
+def test_the_pci_tree_shows_vfs_under_their_pf(up):
+    url, _ = up
+    tree = _cli(url, "pci", "tree", "compute-2")
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    assert lines[1].strip().startswith("0000:10:00.0  type-PF")
+    assert lines[2].startswith("    0000:10:10.0  type-VF")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("server", "create", "vm", "--pci", "fpga:1"), "fpga"),
+        (("server", "show", "00000000-0000-0000-0000-000000000000"), "could not be found"),
+        (("pci", "tree", "nowhere"), "nowhere"),
+    ],
+)
+def test_errors_are_one_line_and_exit_1(up, args, says):
+    url, _ = up
+    result = _cli(url, *args)
+    assert result.returncode == 1
+    assert says in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unreachable_api_is_named():
+    result = _cli("http://127.0.0.1:1", "server", "list")
+    assert result.returncode == 1
+    assert "cannot reach the pcisim API at http://127.0.0.1:1" in result.stderr
+
+
+def test_a_server_no_host_can_take_exits_1_with_its_fault(up):
+    url, _ = up
+    result = _cli(url, "server", "create", "big", "--pci", "gpu:9", "--wait")
+    assert result.returncode == 1
+    assert "No valid host" in result.stdout

@@ -1,0 +1,250 @@
+"""The ``pcisim`` command line: servers, PCI devices and hypervisors, over the HTTP API.
+
+    pcisim [--url URL] [-f table|json] server create NAME --pci ALIAS:COUNT [--wait]
+    pcisim server list | show ID | delete ID [--wait]
+    pcisim pci list [--host H] [--status S] [--type T] [--server ID]
+    pcisim pci tree HOST
+    pcisim hypervisor list | show ID
+
+The API's address comes from ``--url``, else ``PCISIM_URL``, else http://127.0.0.1:8774.
+Errors print one line naming the problem and exit 1.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import prettytable
+
+from pcisim import client as api_client
+
+SERVER_COLUMNS = ("id", "name", "status", "host", "node")
+DEVICE_COLUMNS = (
+    "id",
+    "address",
+    "dev_type",
+    "vendor_id",
+    "product_id",
+    "status",
+    "numa_node",
+    "server",
+)
+HYPERVISOR_COLUMNS = (
+    "id",
+    "host",
+    "hypervisor_hostname",
+    "vcpus",
+    "vcpus_used",
+    "memory_mb",
+    "memory_mb_used",
+)
+
+
+def add_parsers(subparsers):
+    server = subparsers.add_parser("server", help="servers").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    create = server.add_parser("create", help="boot a server")
+    create.add_argument("name")
+    create.add_argument("--pci", metavar="ALIAS:COUNT[,ALIAS:COUNT]", help="PCI devices")
+    create.add_argument("--vcpus", type=int, default=1)
+    create.add_argument("--memory", type=int, default=512, metavar="MB")
+    create.add_argument("--disk", type=int, default=1, metavar="GB")
+    create.add_argument("--wait", action="store_true", help="wait until ACTIVE or ERROR")
+    create.set_defaults(run=server_create)
+    server.add_parser("list", help="list servers").set_defaults(run=server_list)
+    show = server.add_parser("show", help="show a server and its devices")
+    show.add_argument("id")
+    show.set_defaults(run=server_show)
+    delete = server.add_parser("delete", help="delete a server")
+    delete.add_argument("id")
+    delete.add_argument("--wait", action="store_true", help="wait until it is gone")
+    delete.set_defaults(run=server_delete)
+
+    pci = subparsers.add_parser("pci", help="PCI devices").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    listing = pci.add_parser("list", help="list devices")
+    for name in ("host", "status", "type", "server"):
+        listing.add_argument(f"--{name}")
+    listing.set_defaults(run=pci_list)
+    tree = pci.add_parser("tree", help="a host's PFs with their VFs")
+    tree.add_argument("host")
+    tree.set_defaults(run=pci_tree)
+
+    hypervisor = subparsers.add_parser("hypervisor", help="compute nodes").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    hypervisor.add_parser("list", help="list nodes").set_defaults(run=hypervisor_list)
+    show = hypervisor.add_parser("show", help="show a node, its usage and PCI pools")
+    show.add_argument("id", type=int)
+    show.set_defaults(run=hypervisor_show)
+
+
+def add_global_options(parser):
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("PCISIM_URL", api_client.DEFAULT_URL),
+        help="the pcisim API (default: $PCISIM_URL or %(default)s)",
+    )
+    parser.add_argument("-f", "--format", choices=("table", "json"), default="table")
+
+
+# ------------------------------------------------------------------ output
+
+
+def _table(rows, columns):
+    table = prettytable.PrettyTable(columns)
+    table.align = "l"
+    for row in rows:
+        table.add_row(["" if row.get(c) is None else row.get(c) for c in columns])
+    return table
+
+
+def _show(args, value, columns=None):
+    if args.format == "json":
+        print(json.dumps(value, indent=2))
+    elif isinstance(value, list):
+        print(_table(value, columns))
+    else:
+        table = prettytable.PrettyTable(["Field", "Value"])
+        table.align = "l"
+        for key, item in value.items():
+            table.add_row([key, _cell(key, item)])
+        print(table)
+
+
+def _cell(key, value):
+    if key == "pci_devices":
+        return "\n".join(
+            f"{d['address']} {d['dev_type']} {d['vendor_id']}:{d['product_id']} {d['status']}"
+            for d in value
+        )
+    if key == "fault":
+        return value["message"]
+    if key == "pci_pools":
+        return "\n".join(
+            f"{p['vendor_id']}:{p['product_id']} {p['dev_type']} numa "
+            f"{p['numa_node']}: {p['count']} free"
+            for p in value
+        )
+    return json.dumps(value) if isinstance(value, list | dict) else value
+
+
+# ---------------------------------------------------------------- commands
+
+
+def server_create(args, client):
+    body = {"name": args.name, "vcpus": args.vcpus, "memory_mb": args.memory, "root_gb": args.disk}
+    if args.pci:
+        body["pci_requests"] = args.pci
+    server = client.request("POST", "/servers", {"server": body})["server"]
+    if args.wait:
+        server = _wait_for_server(client, server["id"])
+    _show(args, server)
+    return 1 if server["status"] == "ERROR" else 0
+
+
+def server_list(args, client):
+    _show(args, client.request("GET", "/servers")["servers"], SERVER_COLUMNS)
+
+
+def server_show(args, client):
+    _show(args, client.request("GET", f"/servers/{args.id}")["server"])
+
+
+def server_delete(args, client):
+    client.request("DELETE", f"/servers/{args.id}")
+    if args.wait:
+        _wait_gone(client, f"/servers/{args.id}")
+
+
+def pci_list(args, client):
+    query = {"host": args.host, "status": args.status, "dev_type": args.type, "server": args.server}
+    _show(args, client.request("GET", "/pci-devices", query=query)["pci_devices"], DEVICE_COLUMNS)
+
+
+def pci_tree(args, client):
+    node_ids = [
+        n["id"]
+        for n in client.request("GET", "/hypervisors")["hypervisors"]
+        if args.host in (n["host"], n["hypervisor_hostname"])
+    ]
+    if not node_ids:
+        raise api_client.ApiError(404, "hypervisor.not_found", f"no hypervisor {args.host}")
+    trees = [client.request("GET", f"/hypervisors/{n}/pci-tree") for n in node_ids]
+    if args.format == "json":
+        print(json.dumps(trees, indent=2))
+        return
+    for tree in trees:
+        print(f"{tree['host']}/{tree['hypervisor_hostname']}")
+        for pf in tree["pfs"]:
+            print(f"  {_line(pf)}")
+            for vf in pf["vfs"]:
+                print(f"    {_line(vf)}")
+        for device in tree["devices"]:
+            print(f"  {_line(device)}")
+
+
+def _line(device):
+    holder = f"  -> {device['server']}" if device["server"] else ""
+    return (
+        f"{device['address']}  {device['dev_type']:<8} {device['vendor_id']}:"
+        f"{device['product_id']}  {device['status']}{holder}"
+    )
+
+
+def hypervisor_list(args, client):
+    _show(args, client.request("GET", "/hypervisors")["hypervisors"], HYPERVISOR_COLUMNS)
+
+
+def hypervisor_show(args, client):
+    _show(args, client.request("GET", f"/hypervisors/{args.id}")["hypervisor"])
+
+
+def _wait_for_server(client, server_id, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while (server := client.request("GET", f"/servers/{server_id}")["server"])["status"] == "BUILD":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"server {server_id} still building after {timeout:.0f} s")
+        time.sleep(0.2)
+    return server
+
+
+def _wait_gone(client, path, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.request("GET", path)
+        except api_client.ApiError as error:
+            if error.status == 404:
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} still there after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def run(args):
+    """Run the parsed command; returns the exit code."""
+    client = api_client.Client(args.url)
+    try:
+        return args.run(args, client) or 0
+    except (api_client.ApiError, api_client.Unreachable, TimeoutError) as error:
+        print(f"pcisim: {error}", file=sys.stderr)
+        return 1
+
+
+def parser():
+    top = argparse.ArgumentParser(
+        prog="pcisim", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_global_options(top)
+    subparsers = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers.add_parser(
+        "up", help="run the all-in-one control plane (see: pcisim up --help)", add_help=False
+    )
+    add_parsers(subparsers)
+    return top
