@@ -13,6 +13,7 @@ database or broker it uses.
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -43,12 +44,15 @@ def environment(**extra):
 
 
 def write_config(path, sections):
-    """Write ``{section: {option: value}}`` to the INI file ``path``."""
+    """Write ``{section: {option: value}}`` to the INI file ``path``; a list value is
+    a multi-valued option, one line per item."""
     lines = []
     for section, options in sections.items():
         lines.append(f"[{section}]")
-        # NOTE: oslo.config substitutes $name in values; a password may contain a '$'.
-        lines += [f"{name} = {str(value).replace('$', '$$')}" for name, value in options.items()]
+        for name, value in options.items():
+            # NOTE: oslo.config substitutes $name in values; a password may contain a '$'.
+            items = value if isinstance(value, list) else [value]
+            lines += [f"{name} = {str(item).replace('$', '$$')}" for item in items]
         lines.append("")
     path = pathlib.Path(path)
     path.write_text("\n".join(lines))
@@ -110,12 +114,15 @@ def run_conductor(config_file, timeout=RUN_TIMEOUT):
     )
 
 
-class ConductorProcess:
-    """``pcisim-conductor --config-file CONFIG`` running in a child process.
+class ServiceProcess:
+    """``SCRIPT --config-file CONFIG`` (a pcisim service) running in a child process.
 
     Its standard output and error are read into ``lines`` as they come, so the child
     never blocks on a full pipe and a failing test can show what it logged.
     """
+
+    script = None
+    listening = None
 
     def __init__(self, config_file, topic=None):
         self.config_file = pathlib.Path(config_file)
@@ -129,9 +136,9 @@ class ConductorProcess:
         return "".join(self.lines)
 
     def start(self, timeout=START_TIMEOUT):
-        """Start the conductor and wait until it logs that it is listening."""
+        """Start the service and wait until it logs that it is listening."""
         self.process = subprocess.Popen(
-            [str(console_script("pcisim-conductor")), "--config-file", str(self.config_file)],
+            [str(console_script(self.script)), "--config-file", str(self.config_file)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -140,7 +147,7 @@ class ConductorProcess:
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        self.wait_for(LISTENING, timeout)
+        self.wait_for(self.listening, timeout)
         return self
 
     def _read(self):
@@ -148,7 +155,7 @@ class ConductorProcess:
             self.lines.append(line)
 
     def wait_for(self, text, timeout):
-        """Wait until the conductor has logged ``text``; fail if it exits first."""
+        """Wait until the service has logged ``text``; fail if it exits first."""
         deadline = time.monotonic() + timeout
         while text not in self.output:
             if self.process.poll() is not None:
@@ -156,7 +163,7 @@ class ConductorProcess:
                 if text in self.output:
                     return
                 raise AssertionError(
-                    f"pcisim-conductor exited with {self.process.returncode} before "
+                    f"{self.script} exited with {self.process.returncode} before "
                     f"logging {text!r}:\n{self.output}"
                 )
             if time.monotonic() > deadline:
@@ -189,3 +196,22 @@ class ConductorProcess:
 
     def __exit__(self, *exc_info):
         self.kill()
+
+
+class ConductorProcess(ServiceProcess):
+    script = "pcisim-conductor"
+    listening = LISTENING
+
+
+class ComputeProcess(ServiceProcess):
+    script = "pcisim-compute"
+    listening = "pcisim-compute listening on topic"
+
+
+class ApiProcess(ServiceProcess):
+    script = "pcisim-api"
+    listening = "pcisim API listening on"
+
+    @property
+    def url(self):
+        return re.search(r"pcisim API listening on (http://\S+)", self.output).group(1)

@@ -1,0 +1,140 @@
+"""The control plane as separate OS processes: one conductor, two computes and the API
+on RabbitMQ and MariaDB, configured by INI files, as an operator deploys it."""
+
+import contextlib
+import json
+import urllib.request
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from db import engine, models
+from pcisim import dbaccess, testing
+from tests import backends
+from tests.conftest import RABBIT_URL
+from tests.functional import processes
+
+ALIASES = [
+    '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
+    '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
+]
+DEVICE_SPEC = ['{"vendor_id": "10de"}', '{"vendor_id": "8086"}']
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    """MariaDB, as the issue asks: the processes share it."""
+    scratch = backends.ScratchDatabase("mysql", tmp_path_factory)
+    yield scratch
+    scratch.drop()
+
+
+def _config(directory, name, connection=None, **sections):
+    run = directory.name
+    base = {
+        "DEFAULT": {
+            "state_path": directory,
+            "transport_url": RABBIT_URL,
+            "control_exchange": "pcisim_test",
+        },
+        "conductor": {"topic": f"conductor-{run}"},
+        "compute": {"topic": f"compute-{run}"},
+        "oslo_messaging_rabbit": {"amqp_auto_delete": "true"},
+        "pci": {"device_spec": DEVICE_SPEC, "alias": ALIASES},
+        "api": {"port": 0},
+    }
+    if connection:
+        base["database"] = {"connection": connection}
+    for section, options in sections.items():
+        base.setdefault(section, {}).update(options)
+    return processes.write_config(directory / f"{name}.conf", base)
+
+
+@pytest.fixture
+def cloud(db, rabbit_url, tmp_path):
+    """Conductor, compute-1 (GPUs), compute-2 (SR-IOV NIC) and the API, each a process."""
+    directory = tmp_path / f"run{uuid.uuid4().hex[:8]}"
+    directory.mkdir()
+    configs = {
+        "conductor": _config(directory, "conductor", db.url),
+        "compute-1": _config(
+            directory,
+            "compute-1",
+            DEFAULT={"host": "compute-1"},
+            compute={"inventory": "gpu-node=gpus=2"},
+        ),
+        "compute-2": _config(
+            directory,
+            "compute-2",
+            DEFAULT={"host": "compute-2"},
+            compute={"inventory": "nic-node=pfs=1,vfs_per_pf=4"},
+        ),
+        "api": _config(directory, "api"),
+    }
+    with contextlib.ExitStack() as stack:
+        services = {
+            "conductor": stack.enter_context(processes.ConductorProcess(configs["conductor"]))
+        }
+        for host in ("compute-1", "compute-2"):
+            services[host] = stack.enter_context(processes.ComputeProcess(configs[host]))
+        services["api"] = stack.enter_context(processes.ApiProcess(configs["api"]))
+        yield services
+
+
+def _http(method, url, body=None):
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode() if body else None,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _devices(**where):
+    table = models.PciDevice.__table__
+    query = sa.select(table).where(table.c.deleted == 0)
+    for column, value in where.items():
+        query = query.where(table.c[column] == value)
+    with dbaccess.granted(), engine.get_engine().connect() as connection:
+        return [dict(row._mapping) for row in connection.execute(query)]
+
+
+def _boot(api, request):
+    status, body = _http(
+        "POST", f"{api}/servers", {"server": {"name": "vm", "pci_requests": request}}
+    )
+    assert status == 202, body
+    url = f"{api}/servers/{body['server']['id']}"
+    return url, testing.wait_until(
+        lambda: (s := _http("GET", url)[1]["server"])["status"] != "BUILD" and s, 60
+    )
+
+
+def test_pci_servers_boot_and_delete_across_processes(cloud):
+    api = cloud["api"].url
+    gpu_url, gpu = _boot(api, "gpu:1")
+    vf_url, vf = _boot(api, [{"alias": "vf", "count": 2}])
+
+    assert (gpu["status"], gpu["host"]) == ("ACTIVE", "compute-1")
+    assert (vf["status"], vf["host"]) == ("ACTIVE", "compute-2")
+    assert {d["status"] for d in _devices(instance_uuid=vf["id"])} == {"allocated"}
+    (pf,) = _devices(dev_type="type-PF")
+    assert pf["status"] == "unavailable"
+
+    for url in (gpu_url, vf_url):
+        assert _http("DELETE", url)[0] == 204
+    for server in (gpu, vf):
+        testing.wait_until(lambda s=server: not _devices(instance_uuid=s["id"]), 60)
+    assert {d["status"] for d in _devices()} == {"available"}
+
+
+def test_every_service_stops_cleanly_on_sigterm(cloud):
+    for name in ("api", "compute-1", "compute-2", "conductor"):
+        assert cloud[name].terminate(timeout=20) == 0, cloud[name].output
