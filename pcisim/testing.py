@@ -29,6 +29,7 @@ from conductor import service as conductor_service
 from db import archive
 from objects import base as objects_base
 from objects.instance import Instance
+from objects.pci_device import PciDeviceList
 from objects.service import Service
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
@@ -178,6 +179,26 @@ class ControlPlane:
                 service.manager.update_available_resource(self.context)
 
     # ----------------------------------------------------------- instances
+
+    def boot(self, name="vm", pci_requests=None, **flavor):
+        """Create an instance and wait for its build to end; returns (uuid, vm_state)."""
+        instance = self.api.create(self.context, name, pci_requests=pci_requests, **flavor)
+        return instance.uuid, self.wait_for(instance.uuid)
+
+    def delete(self, instance_uuid, timeout=30.0):
+        """Delete an instance and wait until it is gone and holds no PCI device."""
+        instance = Instance.get_by_uuid(self.context, instance_uuid)
+        self.api.delete(self.context, instance)
+        self.wait_for(instance_uuid, done=("deleted",), timeout=timeout)
+        wait_until(
+            lambda: not self._held_devices(instance_uuid),
+            timeout,
+            f"the devices of {instance_uuid} to be freed",
+        )
+
+    def _held_devices(self, instance_uuid):
+        with dbaccess.granted():
+            return list(PciDeviceList.get_by_instance_uuid(self.context, instance_uuid))
 
     def wait_for(self, instance_uuid, done=("active", "error"), timeout=30.0):
         """The instance once its vm_state is in ``done`` (or it is deleted, for
