@@ -46,7 +46,7 @@ def _configure_connection(dbapi_connection, connection_record):
 
 def _begin_immediately(connection):
     # oslo.db emits its own BEGIN unless this marker (its own) says one was emitted;
-    # this listener runs first.
+    # this listener is put ahead of oslo.db's.
     if "in_transaction" not in connection.info:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
         connection.info["in_transaction"] = True
@@ -67,4 +67,14 @@ def use_pooled_wal_connections(engine):
         dialect=engine.dialect,
         events=[(_configure_connection, "connect")],
     )
-    sa.event.listen(engine, "begin", _begin_immediately, insert=True)
+    _listen_first(engine, "begin", _begin_immediately)
+
+
+def _listen_first(engine, event, listener):
+    """Register ``listener`` ahead of the engine's existing ones for ``event``."""
+    existing = list(getattr(engine.dispatch, event))
+    for fn in existing:
+        sa.event.remove(engine, event, fn)
+    sa.event.listen(engine, event, listener)
+    for fn in existing:
+        sa.event.listen(engine, event, fn)

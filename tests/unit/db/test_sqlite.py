@@ -1,0 +1,32 @@
+"""SQLite as pcisim runs it: concurrent writers wait their turn instead of failing."""
+
+import threading
+
+import pytest
+
+from db import api
+from tests.unit.db import factories
+
+
+def test_concurrent_read_then_write_transactions_never_fail_as_locked(db, ctxt):
+    if db.backend != "sqlite":
+        pytest.skip("SQLite's locking is what this is about")
+    instances = [factories.instance(ctxt) for _ in range(4)]
+    errors = []
+
+    def update_and_read(instance):
+        for n in range(30):
+            try:
+                api.instance_update(ctxt, instance.uuid, {"vm_state": f"state-{n}"})
+                api.instance_get_by_uuid(ctxt, instance.uuid)
+            except Exception as error:  # noqa: BLE001 - collected for the assertion
+                errors.append(error)
+
+    threads = [threading.Thread(target=update_and_read, args=(i,)) for i in instances]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert {api.instance_get_by_uuid(ctxt, i.uuid).vm_state for i in instances} == {"state-29"}
