@@ -93,11 +93,14 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         self.obj_reset_changes(recursive=True)
 
     def mark_error(self, error, host=None):
-        """Put the instance in ERROR, off any node, with ``error`` as its newest fault."""
+        """Put the instance in ERROR, off any node, with ``error`` as its newest fault.
+
+        The fault is recorded first, so whoever sees ERROR finds why.
+        """
+        InstanceFault.record(self._context, self.uuid, error, host)
         self.vm_state, self.task_state = "error", None
         self.host = self.node = None
         self.save()
-        InstanceFault.record(self._context, self.uuid, error, host)
 
     @base.remotable
     def destroy(self):

@@ -29,7 +29,7 @@ from objects.fields import PciDeviceType
 from pcisim import exception
 
 _GONE = frozenset({S.REMOVED, S.DELETED})
-_PF_FOLLOWING_VFS = frozenset({S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE})
+PF_FOLLOWING_VFS = frozenset({S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,7 @@ def apply(device, event, instance_uuid=None, request_id=None):
     if device.dev_type == PciDeviceType.SRIOV_PF and transition.vfs_become:
         changed += _set_status(live_vfs(device), transition.vfs_become)
     parent = device.parent_device
-    if parent is not None and parent.status in _PF_FOLLOWING_VFS:
+    if parent is not None and parent.status in PF_FOLLOWING_VFS:
         changed += _set_status([parent], pf_status_for(live_vfs(parent)))
     return changed
 
@@ -135,11 +135,11 @@ def _check_vfs(device, allowed):
 
 def _check_pf(device):
     parent = device.parent_device
-    if parent.status not in _PF_FOLLOWING_VFS:
+    if parent.status not in PF_FOLLOWING_VFS:
         raise exception.PciDevicePFInvalidStatus(
             compute_node_id=device.compute_node_id,
             address=parent.address,
             vf_address=device.address,
             status=parent.status,
-            hopestatus=", ".join(sorted(_PF_FOLLOWING_VFS)),
+            hopestatus=", ".join(sorted(PF_FOLLOWING_VFS)),
         )

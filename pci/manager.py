@@ -13,7 +13,7 @@ of that device, and the next hypervisor report re-creates it as a new, complete 
 
 from oslo_log import log as logging
 
-from objects import fields
+from objects import fields, pci_device_state
 from objects.pci_device import PciDevice, PciDeviceList
 from pci import stats as pci_stats
 from pci.report import REPORTED_FIELDS, normalized_report, report_of
@@ -44,6 +44,7 @@ class PciDevTracker:
         for device in PciDeviceList.get_by_compute_node(context, self.node_id):
             self._track(device)
         self._link_all()
+        self._settle_pf_statuses()
 
     # ------------------------------------------------------------- queries
 
@@ -78,6 +79,7 @@ class PciDevTracker:
         for address in list(self._devices.keys() - seen):
             self._vanished(self._devices[address])
         self._link_all()
+        self._settle_pf_statuses()
 
     def _assignable(self, reported):
         for entry in reported:
@@ -256,6 +258,22 @@ class PciDevTracker:
             for relative in [device.parent_device, *device.child_devices]:
                 if relative is not None and relative.obj_what_changed():
                     self._dirty[relative.address] = relative
+
+    def _settle_pf_statuses(self):
+        """Give every PF that follows its VFs the status they imply.
+
+        A PF's status is derived from its VFs; a VF whose row vanished (and is
+        re-created free) or a restart after such a loss must not leave the PF stuck.
+        """
+        for device in self._devices.values():
+            if device.dev_type != fields.PciDeviceType.SRIOV_PF:
+                continue
+            if device.status not in pci_device_state.PF_FOLLOWING_VFS:
+                continue
+            status = pci_device_state.pf_status_for(pci_device_state.live_vfs(device))
+            if device.status != status:
+                device.status = status
+                self._changed([device])
 
     def _link_all(self):
         """Link every VF to its tracked PF (cheap: a dict lookup per device)."""

@@ -5,12 +5,19 @@ import threading
 import pytest
 
 from db import api
+from tests import backends
 from tests.unit.db import factories
 
 
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    """SQLite only: its locking is what this module is about."""
+    scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
+    yield scratch
+    scratch.drop()
+
+
 def test_concurrent_read_then_write_transactions_never_fail_as_locked(db, ctxt):
-    if db.backend != "sqlite":
-        pytest.skip("SQLite's locking is what this is about")
     instances = [factories.instance(ctxt) for _ in range(4)]
     errors = []
 

@@ -284,3 +284,15 @@ def test_pools_are_published_on_the_compute_node(tracker):
         ("type-VF", 1, 4),
     }
     assert all(p.tags == {"physical_network": "physnet1"} for p in pools)
+
+
+def test_a_restarted_tracker_derives_each_pf_status_from_its_vfs(tracker, node, ctxt):
+    (vf,) = tracker.claim_instance("i-1", _requests())
+    tracker.save()
+    _delete_row(vf.address)
+
+    restarted = PciDevTracker(ctxt, node, SPECS)
+    restarted.save()
+
+    assert _stored(ctxt, node)[vf.parent_addr].status == S.AVAILABLE
+    assert vf.parent_addr in {a for pool in restarted.stats.pools() for a in pool.devices}

@@ -1,0 +1,68 @@
+"""What the functional tests of allocate/free flows read and do through a ControlPlane.
+
+Device rows are read straight from the database, as an operator would, so that a test
+sees what was written rather than what an object believes; everything else goes through
+the control plane's API and objects.
+"""
+
+import sqlalchemy as sa
+
+from db import engine, models
+from objects.compute_node import ComputeNode
+from objects.instance import Instance
+from pcisim import dbaccess, testing
+
+DEVICES = models.PciDevice.__table__
+SHADOW_DEVICES = models.shadow_of(DEVICES)
+IDENTITY = ("compute_node_id", "address", "vendor_id", "product_id", "dev_type", "label", "status")
+HELD = ("claimed", "allocated")
+
+
+def _rows(query):
+    with dbaccess.granted(), engine.get_engine().connect() as connection:
+        return [dict(row._mapping) for row in connection.execute(query)]
+
+
+def devices(table=DEVICES, live=True, **where):
+    """Rows of ``pci_devices`` (live ones unless ``live=False``) matching ``where``."""
+    query = sa.select(table).order_by(table.c.id)
+    if live:
+        query = query.where(table.c.deleted == 0)
+    for column, value in where.items():
+        query = query.where(table.c[column] == value)
+    return _rows(query)
+
+
+def rows_missing_identity():
+    """Every row of ``pci_devices`` and ``shadow_pci_devices`` lacking an identity field."""
+    return [
+        row
+        for table in (DEVICES, SHADOW_DEVICES)
+        for row in _rows(sa.select(table).where(sa.or_(*(table.c[c].is_(None) for c in IDENTITY))))
+    ]
+
+
+def held_devices():
+    """Live rows claimed by or allocated to an instance, or naming one."""
+    return [d for d in devices() if d["status"] in HELD or d["instance_uuid"] is not None]
+
+
+def pools(plane, host, node):
+    """The node's published PCI pools as dicts (what the scheduler reads)."""
+    compute_node = ComputeNode.get_by_host_and_nodename(plane.context, host, node)
+    return [pool.to_dict() for pool in compute_node.pci_device_pools or ()]
+
+
+def boot(plane, request, numa_cells=None, **flavor):
+    """Create an instance and wait for its build: (uuid, vm_state)."""
+    instance = plane.api.create(
+        plane.context, "vm", pci_requests=request, numa_cells=numa_cells, **flavor
+    )
+    return instance.uuid, plane.wait_for(instance.uuid)
+
+
+def delete(plane, instance_uuid):
+    """Delete and wait until the instance is gone and holds no device."""
+    plane.api.delete(plane.context, Instance.get_by_uuid(plane.context, instance_uuid))
+    plane.wait_for(instance_uuid, done=("deleted",))
+    testing.wait_until(lambda: not devices(instance_uuid=instance_uuid), what="devices freed")
