@@ -71,6 +71,14 @@ def _live(model):
     return sa.select(model).where(model.deleted == 0)
 
 
+def _one(context, query, not_found):
+    """The row ``query`` selects, or raise ``not_found()``."""
+    row = context.session.scalar(query)
+    if row is None:
+        raise not_found()
+    return row
+
+
 def _now():
     return timeutils.utcnow()
 
@@ -95,19 +103,17 @@ def compute_node_create(context, values):
 
 @reader
 def compute_node_get(context, node_id):
-    node = context.session.scalar(_live(models.ComputeNode).filter_by(id=node_id))
-    if node is None:
-        raise exception.ComputeNodeNotFound(node_id=node_id)
-    return node
+    return _one(
+        context,
+        _live(models.ComputeNode).filter_by(id=node_id),
+        lambda: exception.ComputeNodeNotFound(node_id=node_id),
+    )
 
 
 @reader
 def compute_node_get_by_host_and_nodename(context, host, nodename):
     query = _live(models.ComputeNode).filter_by(host=host, hypervisor_hostname=nodename)
-    node = context.session.scalar(query)
-    if node is None:
-        raise exception.ComputeHostNotFound(host=f"{host}/{nodename}")
-    return node
+    return _one(context, query, lambda: exception.ComputeHostNotFound(host=f"{host}/{nodename}"))
 
 
 @reader
@@ -181,10 +187,11 @@ def _instance_query(uuid, read_deleted):
 @reader
 def instance_get_by_uuid(context, uuid, read_deleted=False):
     """An instance by uuid; with ``read_deleted`` a soft-deleted one too."""
-    instance = context.session.scalar(_instance_query(uuid, read_deleted))
-    if instance is None:
-        raise exception.InstanceNotFound(instance_uuid=uuid)
-    return instance
+    return _one(
+        context,
+        _instance_query(uuid, read_deleted),
+        lambda: exception.InstanceNotFound(instance_uuid=uuid),
+    )
 
 
 @reader
@@ -221,10 +228,11 @@ def instance_destroy(context, uuid):
 
 @reader
 def instance_extra_get_by_instance_uuid(context, uuid):
-    extra = context.session.scalar(_live(models.InstanceExtra).filter_by(instance_uuid=uuid))
-    if extra is None:
-        raise exception.InstanceNotFound(instance_uuid=uuid)
-    return extra
+    return _one(
+        context,
+        _live(models.InstanceExtra).filter_by(instance_uuid=uuid),
+        lambda: exception.InstanceNotFound(instance_uuid=uuid),
+    )
 
 
 @writer
@@ -407,18 +415,18 @@ def pci_device_destroy(context, node_id, address):
 @reader
 def pci_device_get_by_addr(context, node_id, address):
     query = _live(models.PciDevice).filter_by(compute_node_id=node_id, address=address)
-    device = context.session.scalar(query)
-    if device is None:
-        raise exception.PciDeviceNotFound(node_id=node_id, address=address)
-    return device
+    return _one(
+        context, query, lambda: exception.PciDeviceNotFound(node_id=node_id, address=address)
+    )
 
 
 @reader
 def pci_device_get_by_id(context, device_id):
-    device = context.session.scalar(_live(models.PciDevice).filter_by(id=device_id))
-    if device is None:
-        raise exception.PciDeviceNotFoundById(id=device_id)
-    return device
+    return _one(
+        context,
+        _live(models.PciDevice).filter_by(id=device_id),
+        lambda: exception.PciDeviceNotFoundById(id=device_id),
+    )
 
 
 @reader
@@ -518,10 +526,7 @@ def service_create(context, values):
 @reader
 def service_get_by_host_and_binary(context, host, binary):
     query = _live(models.Service).filter_by(host=host, binary=binary)
-    service = context.session.scalar(query)
-    if service is None:
-        raise exception.ServiceNotFound(host=host, binary=binary)
-    return service
+    return _one(context, query, lambda: exception.ServiceNotFound(host=host, binary=binary))
 
 
 @reader

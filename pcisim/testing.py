@@ -163,7 +163,9 @@ class ControlPlane:
             self.set_forced_down(host, True)
 
     def restart_compute(self, host):
-        self.stop_compute(host)
+        """Start a compute again (stopping it first if it runs) as the operator would."""
+        if host in self.computes:
+            self.stop_compute(host)
         self.set_forced_down(host, False)
         return self.start_compute(host)
 

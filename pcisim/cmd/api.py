@@ -8,15 +8,12 @@ Every read and write goes to the conductor over RPC. SIGTERM and SIGINT stop it.
 
 import sys
 
-from oslo_config import cfg
-from oslo_log import log as logging
-
 from compute import api as compute_api
 from conductor import rpcapi as conductor_rpcapi
 from objects import base as objects_base
 from pci import request
+from pcisim import cmd, dbaccess, exception, rpc, wsgi
 from pcisim import conf as pcisim_conf
-from pcisim import dbaccess, exception, rpc, wsgi
 from pcisim import service as pcisim_service
 from pcisim.api import app as api_app
 
@@ -38,9 +35,5 @@ def build_service():
 
 
 def main(argv=None):
-    try:
-        pcisim_conf.parse_args(sys.argv[1:] if argv is None else argv)
-    except cfg.Error as error:
-        sys.exit(f"{BINARY}: {error}")
-    logging.setup(CONF, "pcisim")
+    cmd.prepare(BINARY, argv)
     pcisim_service.serve([build_service()])

@@ -10,7 +10,6 @@ SIGTERM and SIGINT stop it gracefully.
 
 import sys
 
-from oslo_config import cfg
 from oslo_log import log as logging
 
 from compute import driver as compute_driver
@@ -18,8 +17,8 @@ from compute import service as compute_service
 from conductor import rpcapi as conductor_rpcapi
 from objects import base as objects_base
 from pci import devspec
+from pcisim import cmd, dbaccess, exception, rpc
 from pcisim import conf as pcisim_conf
-from pcisim import dbaccess, exception, rpc
 from pcisim import service as pcisim_service
 
 LOG = logging.getLogger(__name__)
@@ -46,11 +45,7 @@ def run_as_compute_process():
 
 
 def main(argv=None):
-    try:
-        pcisim_conf.parse_args(sys.argv[1:] if argv is None else argv)
-    except cfg.Error as error:
-        sys.exit(f"{BINARY}: {error}")
-    logging.setup(CONF, "pcisim")
+    cmd.prepare(BINARY, argv)
     driver, specs = load_driver_and_specs()
     run_as_compute_process()
     service = compute_service.ComputeService(CONF.host, driver, specs)

@@ -8,12 +8,12 @@ newest revision. Stops cleanly on SIGTERM or SIGINT.
 
 import sys
 
-from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
 from conductor import service as conductor_service
 from db import engine, migration
+from pcisim import cmd
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service
 
@@ -38,11 +38,7 @@ def check_schema():
 
 
 def main(argv=None):
-    try:
-        pcisim_conf.parse_args(sys.argv[1:] if argv is None else argv)
-    except cfg.Error as error:
-        sys.exit(f"{BINARY}: {error}")
-    logging.setup(pcisim_conf.CONF, "pcisim")
+    cmd.prepare(BINARY, argv)
     engine.configure()
     try:
         check_schema()

@@ -22,8 +22,8 @@ from conductor import service as conductor_service
 from db import engine, migration
 from objects import base as objects_base
 from pci import devspec, request
+from pcisim import cmd, dbaccess, exception, rpc, wsgi
 from pcisim import conf as pcisim_conf
-from pcisim import dbaccess, exception, rpc, wsgi
 from pcisim import service as pcisim_service
 from pcisim.api import app as api_app
 
@@ -115,11 +115,7 @@ def banner(url):
 
 def main(argv):
     CONF.register_cli_opts(cli_opts)
-    try:
-        pcisim_conf.parse_args(argv)
-    except cfg.Error as error:
-        sys.exit(f"pcisim up: {error}")
-    logging.setup(CONF, "pcisim")
+    cmd.prepare("pcisim up", argv)
     try:
         services, url = build()
     except (exception.Invalid, OSError) as error:

@@ -1,14 +1,13 @@
 """Boot and delete instances with PCI devices through the whole in-process control plane."""
 
 import pytest
-import sqlalchemy as sa
 
 from compute.driver import SimulatedDriver
-from db import engine, models
 from objects.instance import Instance
 from pci.devspec import DeviceSpecList
 from pci.request import parse_aliases
-from pcisim import dbaccess, faults, testing
+from pcisim import faults, testing
+from tests.functional import flows
 
 SPECS = DeviceSpecList.from_config(['{"vendor_id": "8086"}', '{"vendor_id": "10de"}'])
 ALIASES = parse_aliases(
@@ -30,15 +29,6 @@ def plane(db):
         yield running
 
 
-def _devices(**where):
-    table = models.PciDevice.__table__
-    query = sa.select(table).where(table.c.deleted == 0)
-    for column, value in where.items():
-        query = query.where(table.c[column] == value)
-    with dbaccess.granted(), engine.get_engine().connect() as connection:
-        return [dict(row._mapping) for row in connection.execute(query)]
-
-
 def _boot(plane, request, **flavor):
     instance = plane.api.create(plane.context, "vm", pci_requests=request, **flavor)
     return instance.uuid, plane.wait_for(instance.uuid)
@@ -49,36 +39,36 @@ def _delete(plane, instance_uuid):
     instance = Instance.get_by_uuid(plane.context, instance_uuid)
     plane.api.delete(plane.context, instance)
     plane.wait_for(instance_uuid, done=("deleted",))
-    testing.wait_until(lambda: not _devices(instance_uuid=instance_uuid), what="devices freed")
+    testing.wait_until(lambda: not flows.devices(instance_uuid=instance_uuid), what="devices freed")
 
 
 def test_a_vf_is_allocated_to_the_instance_and_its_pf_becomes_unavailable(plane):
     instance_uuid, state = _boot(plane, "vf:1")
     assert state == "active"
-    (vf,) = _devices(instance_uuid=instance_uuid)
+    (vf,) = flows.devices(instance_uuid=instance_uuid)
     assert (vf["status"], vf["dev_type"]) == ("allocated", "type-VF")
-    (pf,) = _devices(address=vf["parent_addr"])
+    (pf,) = flows.devices(address=vf["parent_addr"])
     assert pf["status"] == "unavailable"
 
 
 def test_deleting_the_instance_frees_its_vf_and_the_pf(plane):
     instance_uuid, _ = _boot(plane, "vf:1")
-    (vf,) = _devices(instance_uuid=instance_uuid)
+    (vf,) = flows.devices(instance_uuid=instance_uuid)
     _delete(plane, instance_uuid)
-    freed = _devices(address=vf["address"])
+    freed = flows.devices(address=vf["address"])
     assert [(d["status"], d["instance_uuid"]) for d in freed] == [("available", None)]
 
 
 def test_an_archive_between_soft_delete_and_free_loses_no_device_row(plane):
     instance_uuid, _ = _boot(plane, "vf:1")
-    (vf,) = _devices(instance_uuid=instance_uuid)
-    rows_before = len(_devices())
+    (vf,) = flows.devices(instance_uuid=instance_uuid)
+    rows_before = len(flows.devices())
     archived = []
     with faults.inject(faults.AFTER_SOFT_DELETE, lambda **d: archived.append(plane.archive())):
         _delete(plane, instance_uuid)
         plane.run_periodic()
     assert archived and archived[0].instance_uuids == [instance_uuid]
     assert "pci_devices" not in archived[0].rows
-    assert len(_devices()) == rows_before
-    (freed,) = _devices(address=vf["address"])
+    assert len(flows.devices()) == rows_before
+    (freed,) = flows.devices(address=vf["address"])
     assert (freed["status"], freed["instance_uuid"]) == ("available", None)

@@ -7,13 +7,11 @@ import urllib.request
 import uuid
 
 import pytest
-import sqlalchemy as sa
 
-from db import engine, models
-from pcisim import dbaccess, testing
+from pcisim import testing
 from tests import backends
 from tests.conftest import RABBIT_URL
-from tests.functional import processes
+from tests.functional import flows, processes
 
 ALIASES = [
     '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
@@ -97,15 +95,6 @@ def _http(method, url, body=None):
         return error.code, json.loads(error.read())
 
 
-def _devices(**where):
-    table = models.PciDevice.__table__
-    query = sa.select(table).where(table.c.deleted == 0)
-    for column, value in where.items():
-        query = query.where(table.c[column] == value)
-    with dbaccess.granted(), engine.get_engine().connect() as connection:
-        return [dict(row._mapping) for row in connection.execute(query)]
-
-
 def _boot(api, request):
     status, body = _http(
         "POST", f"{api}/servers", {"server": {"name": "vm", "pci_requests": request}}
@@ -124,15 +113,15 @@ def test_pci_servers_boot_and_delete_across_processes(cloud):
 
     assert (gpu["status"], gpu["host"]) == ("ACTIVE", "compute-1")
     assert (vf["status"], vf["host"]) == ("ACTIVE", "compute-2")
-    assert {d["status"] for d in _devices(instance_uuid=vf["id"])} == {"allocated"}
-    (pf,) = _devices(dev_type="type-PF")
+    assert {d["status"] for d in flows.devices(instance_uuid=vf["id"])} == {"allocated"}
+    (pf,) = flows.devices(dev_type="type-PF")
     assert pf["status"] == "unavailable"
 
     for url in (gpu_url, vf_url):
         assert _http("DELETE", url)[0] == 204
     for server in (gpu, vf):
-        testing.wait_until(lambda s=server: not _devices(instance_uuid=s["id"]), 60)
-    assert {d["status"] for d in _devices()} == {"available"}
+        testing.wait_until(lambda s=server: not flows.devices(instance_uuid=s["id"]), 60)
+    assert {d["status"] for d in flows.devices()} == {"available"}
 
 
 def test_every_service_stops_cleanly_on_sigterm(cloud):
