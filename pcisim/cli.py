@@ -43,10 +43,11 @@ HYPERVISOR_COLUMNS = (
 
 
 def add_parsers(subparsers):
+    common = _options_after_the_command()
     server = subparsers.add_parser("server", help="servers").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    create = server.add_parser("create", help="boot a server")
+    create = server.add_parser("create", help="boot a server", parents=[common])
     create.add_argument("name")
     create.add_argument("--pci", metavar="ALIAS:COUNT[,ALIAS:COUNT]", help="PCI devices")
     create.add_argument("--vcpus", type=int, default=1)
@@ -54,11 +55,11 @@ def add_parsers(subparsers):
     create.add_argument("--disk", type=int, default=1, metavar="GB")
     create.add_argument("--wait", action="store_true", help="wait until ACTIVE or ERROR")
     create.set_defaults(run=server_create)
-    server.add_parser("list", help="list servers").set_defaults(run=server_list)
-    show = server.add_parser("show", help="show a server and its devices")
+    server.add_parser("list", help="list servers", parents=[common]).set_defaults(run=server_list)
+    show = server.add_parser("show", help="show a server and its devices", parents=[common])
     show.add_argument("id")
     show.set_defaults(run=server_show)
-    delete = server.add_parser("delete", help="delete a server")
+    delete = server.add_parser("delete", help="delete a server", parents=[common])
     delete.add_argument("id")
     delete.add_argument("--wait", action="store_true", help="wait until it is gone")
     delete.set_defaults(run=server_delete)
@@ -66,21 +67,33 @@ def add_parsers(subparsers):
     pci = subparsers.add_parser("pci", help="PCI devices").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    listing = pci.add_parser("list", help="list devices")
+    listing = pci.add_parser("list", help="list devices", parents=[common])
     for name in ("host", "status", "type", "server"):
         listing.add_argument(f"--{name}")
     listing.set_defaults(run=pci_list)
-    tree = pci.add_parser("tree", help="a host's PFs with their VFs")
+    tree = pci.add_parser("tree", help="a host's PFs with their VFs", parents=[common])
     tree.add_argument("host")
     tree.set_defaults(run=pci_tree)
 
     hypervisor = subparsers.add_parser("hypervisor", help="compute nodes").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    hypervisor.add_parser("list", help="list nodes").set_defaults(run=hypervisor_list)
-    show = hypervisor.add_parser("show", help="show a node, its usage and PCI pools")
+    hypervisor.add_parser("list", help="list nodes", parents=[common]).set_defaults(
+        run=hypervisor_list
+    )
+    show = hypervisor.add_parser(
+        "show", help="show a node, its usage and PCI pools", parents=[common]
+    )
     show.add_argument("id", type=int)
     show.set_defaults(run=hypervisor_show)
+
+
+def _options_after_the_command():
+    """--url and -f accepted after the command too, overriding those given before."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, help="the pcisim API")
+    common.add_argument("-f", "--format", choices=("table", "json"), default=argparse.SUPPRESS)
+    return common
 
 
 def add_global_options(parser):

@@ -112,7 +112,7 @@ def test_the_readme_commands_boot_show_and_delete_a_gpu_server(up):
     shown = _cli(url, "server", "show", server["id"])
     assert "allocated" in shown.stdout and "type-PCI" in shown.stdout
     assert _cli(url, "server", "delete", server["id"], "--wait").returncode == 0
-    devices = json.loads(_cli(url, "-f", "json", "pci", "list", "--status", "allocated").stdout)
+    devices = json.loads(_cli(url, "pci", "list", "--status", "allocated", "-f", "json").stdout)
     assert devices == []
 
 
