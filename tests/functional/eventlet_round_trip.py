@@ -11,7 +11,6 @@ creates a compute node and a PCI device, saves a change, and prints what happene
 import json
 import pathlib
 import sys
-import uuid
 
 import pcisim  # noqa: F401  (monkey-patches and selects the backend, before anything else)
 
@@ -20,11 +19,11 @@ import eventlet.patcher
 from oslo_service import backend
 
 from db import engine, migration
-from objects.compute_node import ComputeNode
 from objects.pci_device import PciDevice
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import testing
+from tests import object_factories
 
 
 def configure(state_dir):
@@ -38,27 +37,8 @@ def configure(state_dir):
 def round_trip(conductor):
     """Create a node and a device from the compute side, save a change, read it back."""
     ctxt = pcisim_context.get_admin_context()
-    node = ComputeNode(
-        ctxt,
-        uuid=str(uuid.uuid4()),
-        host="host1",
-        hypervisor_hostname="node1",
-        vcpus=8,
-        memory_mb=4096,
-        local_gb=100,
-    )
-    node.create()
-    device = PciDevice(
-        ctxt,
-        compute_node_id=node.id,
-        address="0000:81:00.1",
-        vendor_id="8086",
-        product_id="1520",
-        dev_type="type-VF",
-        status="available",
-        label="label_8086_1520",
-    )
-    device.save()
+    node = object_factories.compute_node(ctxt)
+    device = object_factories.vf(ctxt, node, "0000:81:00.1")
     device.status = "claimed"
     device.save()
     stored = PciDevice.get_by_dev_addr(ctxt, node.id, device.address)

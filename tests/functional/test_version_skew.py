@@ -13,8 +13,7 @@ import uuid
 import pytest
 from oslo_serialization import jsonutils
 
-from objects.compute_node import ComputeNode
-from objects.pci_device import PciDevice
+from tests import object_factories
 from tests.conftest import RABBIT_URL
 from tests.functional import processes
 
@@ -53,28 +52,8 @@ def old_client(conductor, tmp_path):
 @pytest.fixture
 def device(conductor, ctxt):
     """A PciDevice 1.1, with a uuid, saved on a node by this (up-to-date) process."""
-    node = ComputeNode(
-        ctxt,
-        uuid=str(uuid.uuid4()),
-        host="host1",
-        hypervisor_hostname="node1",
-        vcpus=8,
-        memory_mb=4096,
-        local_gb=100,
-    )
-    node.create()
-    device = PciDevice(
-        ctxt,
-        compute_node_id=node.id,
-        address=ADDRESS,
-        vendor_id="8086",
-        product_id="1520",
-        dev_type="type-VF",
-        status="available",
-        label="label_8086_1520",
-        uuid=str(uuid.uuid4()),
-    )
-    device.save()
+    node = object_factories.compute_node(ctxt)
+    device = object_factories.vf(ctxt, node, ADDRESS, uuid=str(uuid.uuid4()))
     return device
 
 
