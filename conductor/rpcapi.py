@@ -67,10 +67,15 @@ class ConductorAPI(ovo_base.VersionedObjectIndirectionAPI):
         )
 
     def object_class_action(self, context, objname, objmethod, objver, args, kwargs):
-        raise NotImplementedError("pcisim only speaks object_class_action_versions")
+        """The pre-manifest form: the caller knows ``objname`` at ``objver`` only."""
+        return self.object_class_action_versions(
+            context, objname, objmethod, {objname: objver}, args, kwargs
+        )
 
     def object_backport(self, context, objinst, target_version):
-        raise NotImplementedError("pcisim only speaks object_backport_versions")
+        """The pre-manifest form: ``objinst`` rewritten to ``target_version``; nested
+        objects follow their ``obj_relationships``."""
+        return self.object_backport_versions(context, objinst, {objinst.obj_name(): target_version})
 
 
 class ComputeTaskAPI:

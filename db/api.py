@@ -71,6 +71,16 @@ def _live(model):
     return sa.select(model).where(model.deleted == 0)
 
 
+def _insert(context, row, exists):
+    """Add ``row``; raise ``exists()`` when a unique constraint refuses it."""
+    context.session.add(row)
+    try:
+        context.session.flush()
+    except db_exc.DBDuplicateEntry:
+        raise exists()
+    return row
+
+
 def _one(context, query, not_found):
     """The row ``query`` selects, or raise ``not_found()``."""
     row = context.session.scalar(query)
@@ -90,15 +100,13 @@ def _now():
 def compute_node_create(context, values):
     """Insert a compute node; ``ComputeNodeExists`` if host/node is already taken."""
     _check_values(models.ComputeNode, values)
-    node = models.ComputeNode(**values)
-    context.session.add(node)
-    try:
-        context.session.flush()
-    except db_exc.DBDuplicateEntry:
-        raise exception.ComputeNodeExists(
+    return _insert(
+        context,
+        models.ComputeNode(**values),
+        lambda: exception.ComputeNodeExists(
             host=values.get("host"), hypervisor_hostname=values.get("hypervisor_hostname")
-        )
-    return node
+        ),
+    )
 
 
 @reader
@@ -166,12 +174,11 @@ def instance_create(context, values, extra=None):
     _check_values(models.Instance, values)
     extra = dict(extra or {})
     _check_values(models.InstanceExtra, extra, forbidden=_BOOKKEEPING | {"instance_uuid"})
-    instance = models.Instance(**values)
-    context.session.add(instance)
-    try:
-        context.session.flush()
-    except db_exc.DBDuplicateEntry:
-        raise exception.InstanceExists(instance_uuid=values.get("uuid"))
+    instance = _insert(
+        context,
+        models.Instance(**values),
+        lambda: exception.InstanceExists(instance_uuid=values.get("uuid")),
+    )
     context.session.add(models.InstanceExtra(instance_uuid=instance.uuid, **extra))
     context.session.flush()
     return instance
@@ -514,13 +521,11 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=()):
 def service_create(context, values):
     """Insert a service record; ``ServiceExists`` when host and binary are taken."""
     _check_values(models.Service, values)
-    service = models.Service(**values)
-    context.session.add(service)
-    try:
-        context.session.flush()
-    except db_exc.DBDuplicateEntry:
-        raise exception.ServiceExists(host=values.get("host"), binary=values.get("binary"))
-    return service
+    return _insert(
+        context,
+        models.Service(**values),
+        lambda: exception.ServiceExists(host=values.get("host"), binary=values.get("binary")),
+    )
 
 
 @reader

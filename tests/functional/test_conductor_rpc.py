@@ -277,3 +277,17 @@ def test_conductor_unavailable_times_out_and_keeps_pending_changes(db, transport
         finally:
             config.clear_override("rpc_response_timeout")
     assert device.obj_what_changed() == {"status"}
+
+
+def test_the_pre_manifest_calls_reach_the_same_conductor_methods(conductor, ctxt):
+    node = object_factories.compute_node(ctxt)
+    stored = object_factories.vf(ctxt, node, uuid=str(uuid.uuid4()))
+    api = objects_base.PcisimObject.indirection_api
+
+    device = api.object_class_action(
+        ctxt, "PciDevice", "get_by_dev_addr", "1.0", (node.id, stored.address), {}
+    )
+    backported = api.object_backport(ctxt, stored, "1.0")
+
+    assert (device.VERSION, device.obj_attr_is_set("uuid")) == ("1.0", False)
+    assert (backported.VERSION, backported.obj_attr_is_set("uuid")) == ("1.0", False)
