@@ -143,7 +143,7 @@ def measure(runs, pfs, vfs, instances):
     return samples, scaling
 
 
-def report(samples, scaling):
+def report(samples, scaling, pfs, vfs, instances):
     rows, result = [], {"phases": {}, "claim_us_by_devices": scaling}
     for phase in PHASES:
         ours, ref = (samples[name][phase] for name in ("pcisim", "per-device"))
@@ -169,7 +169,8 @@ def report(samples, scaling):
             )
         )
     harness.print_table(
-        "PCI tracker, 64 PFs x 16 VFs, conductor RPC on kombu+memory, SQLite file "
+        f"PCI tracker, {pfs} PFs x {vfs} VFs, {instances} instances, conductor RPC on "
+        "kombu+memory, SQLite file "
         "(seconds: median, min-max)",
         ("phase", "pcisim s", "min-max", "trips", "writes", "per-device s", "trips", "speedup"),
         rows,
@@ -194,7 +195,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     shape = (8, 16, 64) if args.quick else (64, 16, 512)
     samples, scaling = measure(1 if args.quick else args.runs, *shape)
-    result = report(samples, scaling)
+    result = report(samples, scaling, *shape)
     harness.record("tracker-quick" if args.quick else "tracker", result)
 
 
