@@ -9,6 +9,7 @@ itself, in the compute that called it. Any other remote exception arrives as
 import re
 
 import oslo_messaging as messaging
+from kombu.transport import memory as memory_transport
 from oslo_messaging.rpc import dispatcher
 
 from objects import base as objects_base
@@ -18,6 +19,32 @@ from pcisim import context as pcisim_context
 ALLOWED_EXMODS = ["pcisim.exception", "oslo_versionedobjects.exception"]
 # user:password@ after the scheme or after a comma (a URL may list several hosts)
 _CREDENTIALS = re.compile(r"(://|,)([^:/@,]*):([^@/]*)@")
+
+
+IN_PROCESS_POLL_SECONDS = 0.001
+
+
+class _PollingFloor:
+    """``polling_interval`` of kombu's in-memory transport, never below a floor.
+
+    oslo.messaging sets the interval to 0 for ``memory://`` ("to speed up tests"), so
+    every idle consumer thread spins: an idle ``pcisim up`` used a whole CPU, which also
+    slowed the busy threads. Measured on the tracker benchmark, a 1 ms floor costs no
+    latency and brings an idle `pcisim up` from a whole CPU to about a tenth of one.
+    """
+
+    attribute = "_pcisim_polling_interval"
+
+    def __get__(self, transport, owner=None):
+        if transport is None:
+            return self
+        return getattr(transport, self.attribute, IN_PROCESS_POLL_SECONDS)
+
+    def __set__(self, transport, seconds):
+        setattr(transport, self.attribute, max(seconds or 0.0, IN_PROCESS_POLL_SECONDS))
+
+
+memory_transport.Transport.polling_interval = _PollingFloor()
 
 
 def get_transport(conf=pcisim_conf.CONF, url=None):

@@ -38,7 +38,7 @@ def _request(method, url, body=None):
 def _wait(predicate, timeout=30):
     deadline = time.monotonic() + timeout
     while not (result := predicate()):
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out after {timeout} s"
         time.sleep(0.1)
     return result
 
@@ -55,9 +55,15 @@ def _running_up(directory):
         text=True,
         cwd=directory,
     )
+    output = []
+
+    def banner():
+        output.append(process.stdout.readline())
+        assert process.poll() is None, "".join(output)
+        return re.search(r"API at (http://\S+)", output[-1])
+
     try:
-        url = _wait(lambda: re.search(r"API at (http://\S+)", process.stdout.readline() or ""))
-        yield url.group(1), process
+        yield _wait(banner, timeout=90).group(1), process
     finally:
         if process.poll() is None:
             process.kill()
