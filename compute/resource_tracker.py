@@ -140,7 +140,7 @@ class ResourceTracker:
 
     def _save(self, context):
         faults.point(faults.BEFORE_TRACKER_SAVE, node=self.nodename)
-        self.pci_tracker.save()
+        self.pci_tracker.save(context)
         faults.point(faults.AFTER_TRACKER_SAVE, node=self.nodename)
         node = self.compute_node
         for resource, used in self._used().items():
@@ -149,7 +149,8 @@ class ResourceTracker:
         pools = self.pci_tracker.stats.to_device_pools_obj()
         if node.pci_device_pools is None or node.pci_device_pools.to_json() != pools.to_json():
             node.pci_device_pools = pools
-        node.save()
+        with node.obj_alternate_context(context):
+            node.save()
 
 
 def _usage_of(instance):

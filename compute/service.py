@@ -25,7 +25,12 @@ class ComputeService(RPCService):
     def __init__(self, host, driver, device_specs, transport_url=None):
         self.manager = compute_manager.ComputeManager(host, driver, device_specs, None)
         super().__init__(
-            BINARY, CONF.compute.topic, [self.manager], server=host, transport_url=transport_url
+            BINARY,
+            CONF.compute.topic,
+            [self.manager],
+            server=host,
+            transport_url=transport_url,
+            actor=host,
         )
         self.host = host
         self.record = None
@@ -36,11 +41,8 @@ class ComputeService(RPCService):
         self.record = self._service_record(context)
         self.report_state()
         self.manager.init_host(context)
-        self.tg.add_timer(
-            CONF.report_interval, self.report_state, initial_delay=CONF.report_interval
-        )
-        interval = CONF.compute.update_resources_interval
-        self.tg.add_timer(interval, self.periodic_update, initial_delay=interval)
+        self.add_timer(CONF.report_interval, self.report_state)
+        self.add_timer(CONF.compute.update_resources_interval, self.periodic_update)
 
     def _service_record(self, context):
         try:
@@ -51,9 +53,11 @@ class ComputeService(RPCService):
             return record
 
     def report_state(self):
-        """Heartbeat; a failed one is logged and the next one tried."""
+        """Heartbeat, each in a context (and a traced flow) of its own; a failed one is
+        logged and the next one tried."""
         try:
-            self.record.heartbeat()
+            with self.record.obj_alternate_context(pcisim_context.get_admin_context()):
+                self.record.heartbeat()
         except Exception:
             LOG.exception("%s on %s could not report its state", BINARY, self.host)
 

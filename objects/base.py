@@ -11,6 +11,8 @@ class as upstream does, so that the conductor and the computes can share a proce
 still talk over RPC.
 """
 
+import contextlib
+
 from oslo_utils import timeutils
 from oslo_versionedobjects import base as ovo_base
 from oslo_versionedobjects import fields
@@ -46,6 +48,15 @@ class PcisimObject(ovo_base.VersionedObject):
     OBJ_PROJECT_NAMESPACE = "pcisim"
 
     indirection_api = _ThreadIndirection()
+
+    @contextlib.contextmanager
+    def obj_alternate_context(self, context):
+        """Within the block, remotable calls of this object carry ``context``."""
+        previous, self._context = self._context, context
+        try:
+            yield
+        finally:
+            self._context = previous
 
 
 NOT_WRITTEN = frozenset({"id", "created_at", "updated_at", "deleted_at", "deleted"})

@@ -196,8 +196,9 @@ class PciDevTracker:
 
     # -------------------------------------------------------------- save
 
-    def save(self):
-        """Write every device changed since the last save, in one round trip.
+    def save(self, context=None):
+        """Write every device changed since the last save, in one round trip, as part of
+        the request of ``context`` (default: the context the tracker was made with).
 
         A device whose row has disappeared is dropped from the tracker with a warning;
         the next hypervisor report creates it again. Other errors (the conductor
@@ -207,7 +208,7 @@ class PciDevTracker:
             return
         dirty = list(self._dirty.values())
         try:
-            PciDeviceList(self._context, objects=dirty).save()
+            PciDeviceList(context or self._context, objects=dirty).save()
         except exception.PciDevicesNotFound as error:
             self._forget(error.kwargs["addresses"])
         self._dirty = {}

@@ -5,9 +5,12 @@
     pcisim pci list [--host H] [--status S] [--type T] [--server ID]
     pcisim pci tree HOST
     pcisim hypervisor list | show ID
+    pcisim trace [REQUEST_ID] [--mermaid] [--list] [--file F]
 
 The API's address comes from ``--url``, else ``PCISIM_URL``, else http://127.0.0.1:8774.
-Errors print one line naming the problem and exit 1.
+``pcisim trace`` reads what a service started with ``--trace`` recorded (``--file``, else
+``PCISIM_TRACE_FILE``, else ./state/trace.jsonl). Errors print one line naming the problem
+and exit 1.
 """
 
 import argparse
@@ -19,6 +22,7 @@ import time
 import prettytable
 
 from pcisim import client as api_client
+from pcisim import exception, trace, trace_report
 
 SERVER_COLUMNS = ("id", "name", "status", "host", "node")
 DEVICE_COLUMNS = (
@@ -31,6 +35,7 @@ DEVICE_COLUMNS = (
     "numa_node",
     "server",
 )
+FLOW_COLUMNS = ("request_id", "began", "by", "messages", "ms")
 HYPERVISOR_COLUMNS = (
     "id",
     "host",
@@ -86,6 +91,19 @@ def add_parsers(subparsers):
     )
     show.add_argument("id", type=int)
     show.set_defaults(run=hypervisor_show)
+
+    flow = subparsers.add_parser(
+        "trace", help="the last flow recorded by --trace, or the one named", parents=[common]
+    )
+    flow.add_argument("request_id", nargs="?", metavar="REQUEST_ID", help="or a unique prefix")
+    flow.add_argument("--mermaid", action="store_true", help="as a Mermaid sequence diagram")
+    flow.add_argument("--list", action="store_true", help="list the recorded flows")
+    flow.add_argument(
+        "--file",
+        default=os.environ.get("PCISIM_TRACE_FILE", trace.DEFAULT_FILE),
+        help="the trace (default: $PCISIM_TRACE_FILE or %(default)s)",
+    )
+    flow.set_defaults(run=show_trace)
 
 
 def _options_after_the_command():
@@ -217,6 +235,21 @@ def hypervisor_show(args, client):
     _show(args, client.request("GET", f"/hypervisors/{args.id}")["hypervisor"])
 
 
+def show_trace(args, client):
+    records, unreadable = trace_report.read(args.file)
+    if unreadable:
+        print(f"pcisim: skipped {unreadable} unreadable lines of {args.file}", file=sys.stderr)
+    flows = trace_report.flows(records)
+    if args.list:
+        _show(args, [trace_report.summary(f) for f in flows.values()], FLOW_COLUMNS)
+        return
+    flow = trace_report.pick(flows, args.file, args.request_id)
+    if args.format == "json":
+        print(json.dumps(flow, indent=2))
+    else:
+        print(trace_report.mermaid(flow) if args.mermaid else trace_report.text(flow))
+
+
 def _wait_for_server(client, server_id, timeout=120.0):
     deadline = time.monotonic() + timeout
     while (server := client.request("GET", f"/servers/{server_id}")["server"])["status"] == "BUILD":
@@ -245,7 +278,13 @@ def run(args):
     client = api_client.Client(args.url)
     try:
         return args.run(args, client) or 0
-    except (api_client.ApiError, api_client.Unreachable, TimeoutError) as error:
+    except (
+        api_client.ApiError,
+        api_client.Unreachable,
+        TimeoutError,
+        exception.TraceUnavailable,
+        exception.FlowNotFound,
+    ) as error:
         print(f"pcisim: {error}", file=sys.stderr)
         return 1
 

@@ -37,6 +37,22 @@ default_opts = [
     ),
 ]
 
+trace_opts = [
+    cfg.StrOpt(
+        "trace_file",
+        default="$state_path/trace.jsonl",
+        help="Where --trace records messages, one JSON line each; `pcisim trace` reads it.",
+    ),
+]
+
+trace_cli_opts = [
+    cfg.BoolOpt(
+        "trace",
+        default=False,
+        help="Record every RPC message and HTTP request to [DEFAULT] trace_file.",
+    ),
+]
+
 service_opts = [
     cfg.IntOpt(
         "report_interval",
@@ -121,6 +137,7 @@ def register_opts(conf=CONF):
     """Register every option pcisim reads, with pcisim's defaults."""
     conf.register_opts(default_opts)
     conf.register_opts(service_opts)
+    conf.register_opts(trace_opts)
     conf.register_opts(compute_opts, group="compute")
     conf.register_opts(scheduler_opts, group="scheduler")
     conf.register_opts(api_opts, group="api")

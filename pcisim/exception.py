@@ -177,3 +177,11 @@ class BuildAbortException(PcisimException):
 
 class InvalidInventory(Invalid):
     msg_fmt = "Invalid inventory %(source)s: %(reason)s"
+
+
+class TraceUnavailable(PcisimException):
+    msg_fmt = "no trace in %(path)s: %(reason)s"
+
+
+class FlowNotFound(NotFound):
+    msg_fmt = "no flow %(request_id)s in %(path)s (or more than one begins so)"

@@ -15,6 +15,7 @@ from oslo_messaging.rpc import dispatcher
 from objects import base as objects_base
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
+from pcisim import trace
 
 ALLOWED_EXMODS = ["pcisim.exception", "oslo_versionedobjects.exception"]
 # user:password@ after the scheme or after a comma (a URL may list several hosts)
@@ -58,10 +59,16 @@ def safe_url(url):
 
 
 class RequestContextSerializer(messaging.Serializer):
-    """Carries the request context, and serializes objects within the payload."""
+    """Carries the request context, and serializes objects within the payload.
 
-    def __init__(self, base=None):
+    On a server given an ``actor``, rebuilding the context of a message is also where
+    the dispatching thread learns whom it acts for, which ``pcisim.trace`` records as
+    the sender of whatever the handler sends on.
+    """
+
+    def __init__(self, base=None, actor=None):
         self._base = base or objects_base.PcisimObjectSerializer()
+        self._actor = actor
 
     def serialize_entity(self, context, entity):
         return self._base.serialize_entity(context, entity)
@@ -73,20 +80,26 @@ class RequestContextSerializer(messaging.Serializer):
         return context.to_dict()
 
     def deserialize_context(self, context):
+        if self._actor is not None:
+            trace.set_actor(self._actor)
         return pcisim_context.RequestContext.from_dict(context)
 
 
 def get_client(transport, target, version_cap=None):
-    return messaging.get_rpc_client(
-        transport, target, version_cap=version_cap, serializer=RequestContextSerializer()
+    """An RPC client for ``target``; its messages are recorded while tracing is on."""
+    return trace.TracingClient(
+        messaging.get_rpc_client(
+            transport, target, version_cap=version_cap, serializer=RequestContextSerializer()
+        )
     )
 
 
-def get_server(transport, target, endpoints):
+def get_server(transport, target, endpoints, actor=None):
+    """An RPC server of ``endpoints``; its handlers act for ``actor`` (see trace)."""
     return messaging.get_rpc_server(
         transport,
         target,
         endpoints,
-        serializer=RequestContextSerializer(),
+        serializer=RequestContextSerializer(actor=actor),
         access_policy=dispatcher.DefaultRPCAccessPolicy,
     )

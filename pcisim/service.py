@@ -12,7 +12,7 @@ from oslo_log import log as logging
 from oslo_service import service
 
 from pcisim import conf as pcisim_conf
-from pcisim import rpc
+from pcisim import rpc, trace
 
 LOG = logging.getLogger(__name__)
 
@@ -21,13 +21,16 @@ class RPCService(service.Service):
     """Serves ``endpoints`` on ``topic`` (and on ``topic.server`` when given).
 
     The transport is created in ``start`` rather than in the constructor, so that a
-    launcher that forks a worker process connects from the worker.
+    launcher that forks a worker process connects from the worker. ``actor`` is the
+    name callers address it by (its topic, or its server for a compute), which its
+    threads send under (``pcisim.trace``).
     """
 
-    def __init__(self, binary, topic, endpoints, server=None, transport_url=None):
+    def __init__(self, binary, topic, endpoints, server=None, transport_url=None, actor=None):
         super().__init__()
         self.binary = binary
         self.topic = topic
+        self.actor = actor or topic
         self.endpoints = endpoints
         self.server_name = server or pcisim_conf.CONF.host
         self.transport_url = transport_url or pcisim_conf.CONF.transport_url
@@ -37,9 +40,10 @@ class RPCService(service.Service):
     def start(self):
         super().start()
         self.transport = rpc.get_transport(url=self.transport_url)
-        self.prepare()
+        with trace.acting_as(self.actor):
+            self.prepare()
         target = messaging.Target(topic=self.topic, server=self.server_name)
-        self.rpcserver = rpc.get_server(self.transport, target, self.endpoints)
+        self.rpcserver = rpc.get_server(self.transport, target, self.endpoints, self.actor)
         self.rpcserver.start()
         LOG.info(
             "%s listening on topic %r as server %r over %s",
@@ -51,6 +55,16 @@ class RPCService(service.Service):
 
     def prepare(self):
         """Get ready to serve, with ``self.transport`` set; no message is taken yet."""
+
+    def add_timer(self, interval, callback):
+        """Call ``callback`` every ``interval`` seconds, first after one interval, in a
+        thread acting for this service."""
+
+        def tick():
+            with trace.acting_as(self.actor):
+                callback()
+
+        self.tg.add_timer(interval, tick, initial_delay=interval)
 
     def stop(self, graceful=False):
         if self.rpcserver is not None:

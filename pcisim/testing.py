@@ -33,10 +33,11 @@ from objects.pci_device import PciDeviceList
 from objects.service import Service
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
-from pcisim import dbaccess, exception, rpc
+from pcisim import dbaccess, exception, rpc, trace
 from pcisim.api import app as api_app
 
 CONF = pcisim_conf.CONF
+API_ACTOR = api_app.ACTOR
 
 
 def wait_until(predicate, timeout=30.0, what="the condition"):
@@ -178,19 +179,26 @@ class ControlPlane:
         """Run the periodic resource update of one compute, or of every one."""
         for name, service in self.computes.items():
             if host in (None, name):
-                service.manager.update_available_resource(self.context)
+                with trace.acting_as(service.actor):
+                    service.manager.update_available_resource(pcisim_context.get_admin_context())
 
     # ----------------------------------------------------------- instances
 
     def boot(self, name="vm", pci_requests=None, **flavor):
-        """Create an instance and wait for its build to end; returns (uuid, vm_state)."""
-        instance = self.api.create(self.context, name, pci_requests=pci_requests, **flavor)
+        """Create an instance and wait for its build to end; returns (uuid, vm_state).
+
+        Like an API request, each boot and delete has a request context (and so a
+        traced flow) of its own."""
+        with trace.acting_as(API_ACTOR):
+            context = pcisim_context.get_admin_context()
+            instance = self.api.create(context, name, pci_requests=pci_requests, **flavor)
         return instance.uuid, self.wait_for(instance.uuid)
 
     def delete(self, instance_uuid, timeout=30.0):
         """Delete an instance and wait until it is gone and holds no PCI device."""
-        instance = Instance.get_by_uuid(self.context, instance_uuid)
-        self.api.delete(self.context, instance)
+        with trace.acting_as(API_ACTOR):
+            context = pcisim_context.get_admin_context()
+            self.api.delete(context, Instance.get_by_uuid(context, instance_uuid))
         self.wait_for(instance_uuid, done=("deleted",), timeout=timeout)
         wait_until(
             lambda: not self._held_devices(instance_uuid),

@@ -6,15 +6,19 @@ needs no database: every call goes to the conductor.
 """
 
 import dataclasses
+import time
 
 import flask
 from oslo_log import log as logging
 from werkzeug import exceptions as http_exceptions
 
 from pcisim import context as pcisim_context
+from pcisim import trace
 from pcisim.api import errors, hypervisors, openapi, pci_devices, servers
 
 LOG = logging.getLogger(__name__)
+ACTOR = "api"
+REQUEST_ID_HEADER = "X-OpenStack-Request-ID"
 
 ROUTES = (
     ("/servers", "POST", servers.create_server),
@@ -43,7 +47,41 @@ def create_app(api):
         app.add_url_rule(path, f"{method} {path}", _endpoint(api, handler), methods=[method])
     app.add_url_rule("/openapi.json", "openapi", lambda: openapi.document(ROUTES))
     app.register_error_handler(Exception, _error_response)
+    app.before_request(_begin_request)
+    app.after_request(_end_request)
+    app.teardown_request(_teardown_request)
     return app
+
+
+def _begin_request():
+    """Every request gets a context of its own, whose id the response carries and every
+    message it causes is traced under."""
+    flask.g.context = pcisim_context.get_admin_context()
+    flask.g.started = time.time(), time.perf_counter()
+    flask.g.previous_actor = trace.set_actor(ACTOR)
+
+
+def _end_request(response):
+    context = flask.g.context
+    response.headers[REQUEST_ID_HEADER] = context.request_id
+    started, clock = flask.g.started
+    trace.record(
+        context,
+        "client",
+        ACTOR,
+        "http",
+        f"{flask.request.method} {flask.request.path}",
+        started,
+        time.perf_counter() - clock,
+        "ok" if response.status_code < 400 else "error",
+        status=response.status_code,
+    )
+    return response
+
+
+def _teardown_request(error):
+    """The serving thread acts for whom it did before (a test's own thread, say)."""
+    trace.set_actor(flask.g.pop("previous_actor", None))
 
 
 def _endpoint(api, handler):
@@ -51,7 +89,7 @@ def _endpoint(api, handler):
         values = {
             name: str(value) if name == "server_id" else value for name, value in values.items()
         }
-        result = handler(api, pcisim_context.get_admin_context(), **values)
+        result = handler(api, flask.g.context, **values)
         body, status = result if isinstance(result, tuple) else (result, 200)
         return ("", status) if body is None else (flask.jsonify(body), status)
 

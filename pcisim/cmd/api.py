@@ -1,6 +1,6 @@
 """pcisim-api: the HTTP API, a process without the database.
 
-    pcisim-api [--config-file F]
+    pcisim-api [--config-file F] [--trace]
 
 Listens on ``[api] listen``:``[api] port``; names PCI requests with ``[pci] alias``.
 Every read and write goes to the conductor over RPC. SIGTERM and SIGINT stop it.
@@ -35,5 +35,5 @@ def build_service():
 
 
 def main(argv=None):
-    cmd.prepare(BINARY, argv)
+    cmd.prepare_service(BINARY, argv)
     pcisim_service.serve([build_service()])

@@ -1,6 +1,6 @@
 """pcisim-compute: one compute host with simulated nodes, talking only to the conductor.
 
-    pcisim-compute [--config-file F]
+    pcisim-compute [--config-file F] [--trace]
 
 The host name is ``[DEFAULT] host``; its nodes are ``[compute] inventory``; assignable
 devices ``[pci] device_spec``. A bad inventory or device_spec stops it at startup with
@@ -45,7 +45,7 @@ def run_as_compute_process():
 
 
 def main(argv=None):
-    cmd.prepare(BINARY, argv)
+    cmd.prepare_service(BINARY, argv)
     driver, specs = load_driver_and_specs()
     run_as_compute_process()
     service = compute_service.ComputeService(CONF.host, driver, specs)

@@ -1,6 +1,6 @@
 """pcisim-conductor: serves the topic ``conductor``, the only process with the database.
 
-    pcisim-conductor [--config-file F]
+    pcisim-conductor [--config-file F] [--trace]
 
 Refuses to start, naming the command to run, when the database schema is not at the
 newest revision. Stops cleanly on SIGTERM or SIGINT.
@@ -38,7 +38,7 @@ def check_schema():
 
 
 def main(argv=None):
-    cmd.prepare(BINARY, argv)
+    cmd.prepare_service(BINARY, argv)
     engine.configure()
     try:
         check_schema()

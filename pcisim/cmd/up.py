@@ -1,13 +1,15 @@
 """pcisim up: the whole control plane in one process, on the embedded defaults.
 
-    pcisim up [--nodes N] [--inventory FILE]... [--port P] [--config-file F]
+    pcisim up [--nodes N] [--inventory FILE]... [--port P] [--config-file F] [--trace]
 
 A conductor, compute hosts with simulated PCI inventories and the HTTP API, talking
 over the in-process transport (every compute-side object call still goes to the
 conductor over RPC) to a SQLite file under ./state, which it creates or migrates.
-A second start reuses the state. Ctrl-C stops it cleanly.
+A second start reuses the state. Ctrl-C stops it cleanly. With ``--trace`` every
+message is recorded to ``[DEFAULT] trace_file`` for ``pcisim trace``.
 """
 
+import os
 import sys
 import time
 
@@ -22,7 +24,7 @@ from conductor import service as conductor_service
 from db import engine, migration
 from objects import base as objects_base
 from pci import devspec, request
-from pcisim import cmd, dbaccess, exception, rpc, wsgi
+from pcisim import cmd, dbaccess, exception, rpc, trace, wsgi
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service
 from pcisim.api import app as api_app
@@ -108,14 +110,23 @@ def banner(url):
         f"\npcisim is up: API at {url}  (state in {pcisim_conf.state_path()}, Ctrl-C stops)\n"
         f"\n  pcisim{url_option} server create gpu-vm --pci gpu:1 --wait"
         f"\n  pcisim{url_option} server show SERVER_ID      # its host and GPU, allocated"
-        f"\n  pcisim{url_option} server delete SERVER_ID --wait\n",
+        f"\n  pcisim{url_option} server delete SERVER_ID --wait\n"
+        f"{_trace_hint()}",
         flush=True,
     )
 
 
+def _trace_hint():
+    recording = trace.path()
+    if recording is None:
+        return ""
+    file_option = "" if recording == os.path.abspath(trace.DEFAULT_FILE) else f" --file {recording}"
+    return f"\nTracing every message; the last flow:  pcisim trace{file_option} [--mermaid]\n"
+
+
 def main(argv):
     CONF.register_cli_opts(cli_opts)
-    cmd.prepare("pcisim up", argv)
+    cmd.prepare_service("pcisim up", argv)
     try:
         services, url = build()
     except (exception.Invalid, OSError) as error:

@@ -7,7 +7,7 @@ import pytest
 from compute.driver import SimulatedDriver
 from pci.devspec import DeviceSpecList
 from pci.request import parse_aliases
-from pcisim import testing
+from pcisim import testing, trace
 
 SPECS = DeviceSpecList.from_config(['{"vendor_id": "10de"}', '{"vendor_id": "8086"}'])
 ALIASES = parse_aliases(
@@ -167,3 +167,15 @@ def test_the_openapi_document_describes_every_route(client):
         "/pci-devices",
         "/pci-devices/{device_id}",
     }
+
+
+def test_every_response_carries_the_request_id_its_messages_are_traced_under(client):
+    first = client.get("/hypervisors").headers["X-OpenStack-Request-ID"]
+    second = client.get("/hypervisors").headers["X-OpenStack-Request-ID"]
+    assert first.startswith("req-") and second.startswith("req-") and first != second
+
+
+def test_serving_a_request_leaves_the_serving_thread_acting_as_before(client):
+    with trace.acting_as("a-test"):
+        client.get("/servers/not-a-uuid")
+        assert trace.actor() == "a-test"

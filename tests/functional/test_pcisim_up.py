@@ -16,9 +16,9 @@ import pytest
 PCISIM = pathlib.Path(sys.executable).with_name("pcisim")
 
 
-def _cli(url, *args):
+def _cli(url, *args, cwd=None):
     return subprocess.run(
-        [str(PCISIM), "--url", url, *args], capture_output=True, text=True, timeout=120
+        [str(PCISIM), "--url", url, *args], capture_output=True, text=True, timeout=120, cwd=cwd
     )
 
 
@@ -45,11 +45,11 @@ def _wait(predicate, timeout=30):
 
 @contextlib.contextmanager
 def _running_up(directory):
-    """A running `pcisim up` on a free port with its state in ``directory``."""
+    """A running `pcisim up --trace` on a free port with its state in ``directory``."""
     config = directory / "pcisim.conf"
     config.write_text(f"[DEFAULT]\nstate_path = {directory / 'state'}\n")
     process = subprocess.Popen(
-        [str(PCISIM), "up", "--port", "0", "--config-file", str(config)],
+        [str(PCISIM), "up", "--trace", "--port", "0", "--config-file", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -72,9 +72,14 @@ def _running_up(directory):
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory):
+def up_directory(tmp_path_factory):
+    return tmp_path_factory.mktemp("up")
+
+
+@pytest.fixture(scope="module")
+def up(up_directory):
     """One `pcisim up` for the module's tests; yields (url, process)."""
-    with _running_up(tmp_path_factory.mktemp("up")) as running:
+    with _running_up(up_directory) as running:
         yield running
 
 
@@ -157,3 +162,37 @@ def test_a_server_no_host_can_take_exits_1_with_its_fault(up):
     result = _cli(url, "server", "create", "big", "--pci", "gpu:9", "--wait")
     assert result.returncode == 1
     assert "No valid host" in result.stdout
+
+
+def test_pcisim_trace_shows_the_last_delete_from_the_api_to_the_compute(up, up_directory):
+    url, _ = up
+    created = _cli(url, "-f", "json", "server", "create", "traced", "--pci", "gpu:1", "--wait")
+    server_id = json.loads(created.stdout)["id"]
+    assert _cli(url, "server", "delete", server_id, "--wait").returncode == 0
+    # run where `pcisim up` keeps its state, as a user does: ./state/trace.jsonl
+    shown = _wait(
+        lambda: (r := _cli(url, "trace", cwd=up_directory)) and "ComputeNode" in r.stdout and r
+    )
+    assert shown.stdout.startswith("flow req-")
+    assert f"DELETE /servers/{server_id}" in shown.stdout.splitlines()[0]
+    assert "terminate_instance" in shown.stdout and "PciDeviceList.save_batch" in shown.stdout
+
+
+def test_pcisim_trace_draws_a_mermaid_sequence_diagram(up, up_directory):
+    url, _ = up
+    _cli(url, "server", "create", "drawn", "--pci", "gpu:1", "--wait")
+    diagram = _cli(url, "trace", "--mermaid", cwd=up_directory).stdout.splitlines()
+    assert diagram[:4] == [
+        "sequenceDiagram",
+        "    participant client",
+        "    participant api",
+        "    participant conductor",
+    ]
+    assert "    conductor-)compute_1: build_and_run_instance (rpc 1.0)" in diagram
+
+
+def test_pcisim_trace_names_a_flow_it_does_not_have(up, up_directory):
+    url, _ = up
+    result = _cli(url, "trace", "req-nosuch", cwd=up_directory)
+    assert result.returncode == 1
+    assert "no flow req-nosuch" in result.stderr and "Traceback" not in result.stderr
