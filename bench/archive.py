@@ -3,9 +3,10 @@
 Data, inserted in bulk (SQLAlchemy core executemany) into a fresh database per
 measurement: N soft-deleted instances, each owning an instance_extra row, two actions
 (create, delete) with one event each, and every tenth a fault (6.1 rows per instance);
-N/10 live instances with the same rows, which stay; a compute node with 1,024 live PCI
-devices, a quarter allocated to deleted instances and a quarter to live ones, which
-stay (Nova bug 1899541); and 64 soft-deleted devices, which move.
+N/10 live instances with the same rows, interleaved with the deleted ones, which stay;
+a compute node with 1,024 live PCI devices, half of them allocated to instances
+deleted and live alike, which stay (Nova bug 1899541); and 64 soft-deleted devices,
+which move.
 
 Measured, each in a subprocess of its own so that peak memories are separable:
 
@@ -52,15 +53,18 @@ CHUNK = 5000
 DEVICES = 1024
 DELETED_DEVICES = 64
 DELETED_AT = datetime.datetime(2024, 1, 1)
+LIVE_EVERY = 11
 T = {table.name: table for table in models.LIVE_TABLES}
 
 
 # ------------------------------------------------------------------ data
 
 
-def _instance_rows(first, count, deleted):
+def _instance_rows(first, count):
+    """Instances ``first`` to ``first + count - 1``: every eleventh live, the rest deleted."""
     rows = []
     for id_ in range(first, first + count):
+        deleted = id_ % LIVE_EVERY != 0
         rows.append(
             {
                 "id": id_,
@@ -130,14 +134,12 @@ def _owned_rows(instances):
     }
 
 
-def _device_rows(node_id, deleted_uuids, live_uuids):
+def _device_rows(node_id, instance_uuids):
+    """Devices of one node: the first half allocated to those instances (deleted ones
+    and live ones alike), the rest free, and DELETED_DEVICES removed ones."""
     rows = []
     for n in range(DEVICES + DELETED_DEVICES):
-        holder = None
-        if n < DEVICES // 4:
-            holder = deleted_uuids[n % len(deleted_uuids)]
-        elif n < DEVICES // 2:
-            holder = live_uuids[n % len(live_uuids)]
+        holder = instance_uuids[n % len(instance_uuids)] if n < DEVICES // 2 else None
         gone = n >= DEVICES
         rows.append(
             {
@@ -158,36 +160,42 @@ def _device_rows(node_id, deleted_uuids, live_uuids):
     return rows
 
 
+def _moving(instances, owned):
+    """Rows of each table that belong to deleted instances."""
+    gone = {row["uuid"] for row in instances if row["deleted"]}
+    actions = {row["id"] for row in owned["instance_actions"] if row["instance_uuid"] in gone}
+    moving = {"instances": len(gone)}
+    for name, rows in owned.items():
+        if name == "instance_actions_events":
+            moving[name] = sum(row["action_id"] in actions for row in rows)
+        else:
+            moving[name] = sum(row["instance_uuid"] in gone for row in rows)
+    return moving
+
+
 def populate(sa_engine, instances):
-    """Insert the data for ``instances`` deleted instances; returns rows that must move."""
-    moving, live = {}, max(1, instances // 10)
-    for first, count, deleted in _instance_chunks(instances, live):
-        rows = _instance_rows(first, count, deleted)
+    """Insert the data for ``instances`` deleted instances; returns rows that must move.
+
+    Live instances are interleaved with the deleted ones, as long-lived servers are
+    among short-lived ones: finding the next deleted rows means passing live ones.
+    """
+    moving, total = {}, instances * LIVE_EVERY // (LIVE_EVERY - 1)
+    for first in range(1, total + 1, CHUNK):
+        rows = _instance_rows(first, min(CHUNK, total + 1 - first))
         owned = _owned_rows(rows)
         with sa_engine.begin() as connection:
             connection.execute(T["instances"].insert(), rows)
             for name, values in owned.items():
-                if values:
-                    connection.execute(T[name].insert(), values)
-        if deleted:
-            for name, values in {"instances": rows, **owned}.items():
-                moving[name] = moving.get(name, 0) + len(values)
-    deleted_uuids = [str(uuid.UUID(int=i)) for i in range(1, min(instances, DEVICES) + 1)]
-    live_uuids = [str(uuid.UUID(int=instances + 1 + i)) for i in range(min(live, DEVICES))]
+                connection.execute(T[name].insert(), values)
+        for name, count in _moving(rows, owned).items():
+            moving[name] = moving.get(name, 0) + count
+    uuids = [str(uuid.UUID(int=i)) for i in range(1, min(total, 2 * DEVICES) + 1)]
     with sa_engine.begin() as connection:
         node = {"id": 1, "uuid": str(uuid.uuid4()), "host": "compute-1"}
         connection.execute(T["compute_nodes"].insert(), [{**node, "hypervisor_hostname": "n"}])
-        connection.execute(T["pci_devices"].insert(), _device_rows(1, deleted_uuids, live_uuids))
+        connection.execute(T["pci_devices"].insert(), _device_rows(1, uuids))
     moving["pci_devices"] = DELETED_DEVICES
     return moving
-
-
-def _instance_chunks(deleted, live):
-    """(first id, count, deleted) chunks: the deleted instances, then the live ones."""
-    for first in range(1, deleted + 1, CHUNK):
-        yield first, min(CHUNK, deleted + 1 - first), True
-    for first in range(deleted + 1, deleted + live + 1, CHUNK):
-        yield first, min(CHUNK, deleted + live + 1 - first), False
 
 
 # ------------------------------------------------------------- raw SQL
