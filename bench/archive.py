@@ -45,8 +45,11 @@ import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
 
 from bench import harness
+from db import archive as db_archive
 from db import engine as db_engine
 from db import migration, models
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
 
 MYSQL_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
 CHUNK = 5000
@@ -271,11 +274,9 @@ def raw_archive(sa_engine):
 
 
 def archive_until_complete(max_rows):
-    from db import archive
-    from pcisim import context as pcisim_context
-
+    """Archive as ``pcisim-manage db archive_deleted_rows --until-complete`` does."""
     ctxt, total = pcisim_context.get_admin_context(), 0
-    while batch := archive.archive_deleted_rows(ctxt, max_rows=max_rows).total:
+    while batch := db_archive.archive_deleted_rows(ctxt, max_rows=max_rows).total:
         total += batch
     return total
 
@@ -283,9 +284,10 @@ def archive_until_complete(max_rows):
 def _memory_kib():
     """(current RSS, peak RSS) of this process in KiB.
 
-    The peak is VmHWM, which ``reset_peak`` sets back to the current RSS: so the peak
-    is the measurement's own, not that of imports before it (nor, as ``ru_maxrss`` can
-    be, the parent's before the exec). Elsewhere than Linux, ``ru_maxrss`` for both.
+    The peak is VmHWM, which ``_reset_peak`` sets back to the current RSS: so the
+    peak is the measurement's own, not that of the imports before it (nor, as
+    ``ru_maxrss`` can be, the parent's before the exec). Elsewhere than Linux,
+    ``ru_maxrss`` for both.
     """
     try:
         with open("/proc/self/status") as status:
@@ -303,8 +305,6 @@ def _reset_peak():
 
 def measure(method, url, max_rows):
     """Run in a subprocess: archive the database at ``url``; print rows, time, memory."""
-    from pcisim import conf as pcisim_conf
-
     pcisim_conf.parse_args([], default_config_files=[])
     pcisim_conf.CONF.set_override("connection", url, group="database")
     db_engine.configure()
