@@ -433,7 +433,7 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true", help="time the parts of one call")
     args = parser.parse_args(argv)
     runs = args.runs or (3 if args.quick else 5)
-    calls, batches = (40, 3) if args.quick else (300, 15)
+    calls, batches = (30, 3) if args.quick else (300, 15)
     quiet_messaging_logs()
     measured, profiles = {}, {}
     plane = harness.ControlPlane()
