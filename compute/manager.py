@@ -33,11 +33,18 @@ class ComputeManager:
     def init_host(self, context):
         """Register the nodes, sync them, and finish deletes a crash interrupted."""
         self.update_available_resource(context)
-        for instance in InstanceList.get_by_host_and_node(context, self.host):
-            if instance.task_state == states.DELETING:
-                LOG.info("Finishing the delete of %s interrupted on %s", instance.uuid, self.host)
-                self._delete(context, instance)
-        self.update_available_resource(context)
+        interrupted = [
+            instance
+            for instance in InstanceList.get_by_host_and_node(context, self.host)
+            if instance.task_state == states.DELETING
+        ]
+        for instance in interrupted:
+            LOG.info("Finishing the delete of %s interrupted on %s", instance.uuid, self.host)
+            self._delete(context, instance)
+        # NOTE: no message has been taken yet, so only those deletes can have changed
+        # what the first sync saw; without them a second sync is a second full pass.
+        if interrupted:
+            self.update_available_resource(context)
 
     def update_available_resource(self, context):
         """The periodic task: sync every node and stop guests of instances no longer
