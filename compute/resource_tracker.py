@@ -55,7 +55,7 @@ class ResourceTracker:
             instances = InstanceList.get_by_host_and_node(context, self.host, self.nodename)
             self.pci_tracker.clean_usage({instance.uuid for instance in instances})
             self._usage = {instance.uuid: _usage_of(instance) for instance in instances}
-            self._save(context)
+            self._save_yielding_to_other_writers(context)
             return set(self._usage)
 
     def _sync_compute_node(self, context, resources):
@@ -90,8 +90,8 @@ class ResourceTracker:
     def instance_claim(self, context, instance, numa_cells=None):
         """Claim CPU, memory, disk and PCI devices for ``instance``, all or nothing.
 
-        Raises ``ComputeResourcesUnavailable`` naming what is short; then nothing is
-        claimed.
+        Raises ``ComputeResourcesUnavailable`` naming what is short, or that another
+        writer took a device first (``PciDeviceConflict``); then nothing is claimed.
         """
         with self._lock:
             self._check_free(instance)
@@ -102,14 +102,24 @@ class ResourceTracker:
             except exception.PciDeviceRequestFailed as error:
                 raise exception.ComputeResourcesUnavailable(node=self.nodename, reason=str(error))
             self._usage[instance.uuid] = _usage_of(instance)
-            self._save(context)
+            try:
+                self._save(context)
+            except exception.PciDeviceConflict as error:
+                del self._usage[instance.uuid]
+                self._save_node(context)
+                raise exception.ComputeResourcesUnavailable(node=self.nodename, reason=str(error))
             return devices
 
     def allocate(self, context, instance):
-        """Turn the instance's PCI claims into allocations."""
+        """Turn the instance's PCI claims into allocations; ``PciDeviceConflict`` when
+        another writer changed the devices since the claim."""
         with self._lock:
             devices = self.pci_tracker.allocate_instance(instance.uuid)
-            self._save(context)
+            try:
+                self._save(context)
+            except exception.PciDeviceConflict:
+                self._save_node(context)
+                raise
             return devices
 
     def free_instance(self, context, instance):
@@ -117,7 +127,7 @@ class ResourceTracker:
         with self._lock:
             self.pci_tracker.free_instance(instance.uuid)
             self._usage.pop(instance.uuid, None)
-            self._save(context)
+            self._save_yielding_to_other_writers(context)
 
     def _check_free(self, instance):
         used = self._used()
@@ -139,9 +149,25 @@ class ResourceTracker:
         }
 
     def _save(self, context):
+        """Save the devices, then the node's usage and pools.
+
+        On ``PciDeviceConflict`` nothing is saved and the PCI tracker holds the
+        database's view again; the caller decides what the conflict means for it.
+        """
         faults.point(faults.BEFORE_TRACKER_SAVE, node=self.nodename)
         self.pci_tracker.save(context)
         faults.point(faults.AFTER_TRACKER_SAVE, node=self.nodename)
+        self._save_node(context)
+
+    def _save_yielding_to_other_writers(self, context):
+        """Save; if another writer changed a device first, the database's view wins
+        (a free or a periodic run has nothing to retry) and the node is saved with it."""
+        try:
+            self._save(context)
+        except exception.PciDeviceConflict:
+            self._save_node(context)
+
+    def _save_node(self, context):
         node = self.compute_node
         for resource, used in self._used().items():
             if getattr(node, f"{resource}_used") != used:

@@ -403,6 +403,34 @@ def _flush_updates(context, node_id, devices):
         raise exception.PciDeviceNotFound(node_id=node_id, address=vanished)
 
 
+HOLDER_FIELDS = ("status", "instance_uuid")
+
+
+def _check_holders(node_id, found, update, expected):
+    """Raise ``PciDeviceConflict`` unless every locked row holds what its writer
+    expected, or already what it writes."""
+    conflicts = {}
+    for address, believed in expected.items():
+        device = found.get(address)
+        if device is None:
+            continue
+        actual = {name: getattr(device, name) for name in HOLDER_FIELDS}
+        written = {**believed, **update.get(address, {})}
+        wanted = {name: written[name] for name in HOLDER_FIELDS}
+        if actual not in (believed, wanted):
+            conflicts[address] = f"expected {_holder(believed)}, found {_holder(actual)}"
+    if conflicts:
+        details = "; ".join(f"{address}: {what}" for address, what in sorted(conflicts.items()))
+        raise exception.PciDeviceConflict(
+            node_id=node_id, addresses=sorted(conflicts), details=details
+        )
+
+
+def _holder(values):
+    holder = values["instance_uuid"]
+    return values["status"] + (f" by {holder}" if holder else "")
+
+
 def _soft_delete_device(device):
     device.status = "deleted"
     device.soft_delete()
@@ -482,7 +510,7 @@ class PciDeviceBatchResult:
 
 
 @writer
-def pci_device_batch_save(context, node_id, create=(), update=None, destroy=()):
+def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), expected=None):
     """Write a node's changed devices in one transaction.
 
     ``create`` is a list of new devices' values, ``update`` maps an address to the
@@ -490,6 +518,12 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=()):
     validated before anything is written (``InvalidInput``). An address to update or
     destroy that has no live row does not stop the others: it is reported in
     ``missing`` and nothing is inserted for it.
+
+    ``expected`` maps addresses to the ``status`` and ``instance_uuid`` the writer
+    believes their rows hold: a compare-and-swap. If a locked row holds neither those
+    nor the values being written (a retry of a write that did land is not a
+    conflict), another writer changed it first, and ``PciDeviceConflict`` is raised
+    with nothing written.
     """
     update = dict(update or {})
     for values in create:
@@ -498,6 +532,7 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=()):
         _check_device_update(values)
     result = PciDeviceBatchResult()
     found = _lock_live_devices(context, node_id, set(update) | set(destroy))
+    _check_holders(node_id, found, update, expected or {})
     result.missing = sorted((set(update) | set(destroy)) - set(found))
     for address, values in update.items():
         if address in found:

@@ -15,7 +15,8 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
 
     # Version 1.0: initial version
     # Version 1.1: PciDeviceList 1.2
-    VERSION = "1.1"
+    # Version 1.2: PciDeviceList 1.3
+    VERSION = "1.2"
 
     fields = {
         "id": fields.IntegerField(),
@@ -38,7 +39,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     }
     obj_relationships = {
         "pci_requests": [("1.0", "1.1")],
-        "pci_devices": [("1.0", "1.1"), ("1.1", "1.2")],
+        "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3")],
     }
 
     @classmethod
@@ -114,10 +115,11 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
 class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: Instance 1.0
     # Version 1.1: Instance 1.1, added get_all
-    VERSION = "1.1"
+    # Version 1.2: Instance 1.2
+    VERSION = "1.2"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
-    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1")]}
+    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2")]}
 
     @classmethod
     @base.remotable

@@ -184,10 +184,13 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: PciDevice 1.0
     # Version 1.1: PciDevice 1.1
     # Version 1.2: added get_all
-    VERSION = "1.2"
+    # Version 1.3: save_batch and save take the holders the writer expects
+    VERSION = "1.3"
 
     fields = {"objects": fields.ListOfObjectsField("PciDevice")}
-    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.1")]}
+    obj_relationships = {
+        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.1"), ("1.3", "1.1")]
+    }
 
     @classmethod
     def _from_rows(cls, context, rows):
@@ -216,12 +219,15 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
 
     @classmethod
     @base.remotable
-    def save_batch(cls, context, node_id, devices):
+    def save_batch(cls, context, node_id, devices, expected=None):
         """Write the pending changes of ``devices`` of one node in one transaction.
 
         Returns the devices as stored afterwards; a device whose row is gone is left
         out (nothing is inserted for it). ``InvalidInput`` when a new device lacks a
-        required field, and then nothing at all is written.
+        required field, and then nothing at all is written. ``expected`` maps
+        addresses to the ``status`` and ``instance_uuid`` the writer last read or
+        wrote; ``PciDeviceConflict``, with nothing written, when another writer changed
+        one of those rows since.
         """
         changes = {"create": [], "update": {}, "destroy": []}
         for device in devices:
@@ -232,16 +238,17 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
                 changes["update"][device.address] = values
             else:
                 changes["destroy"].append(device.address)
-        result = db_api.pci_device_batch_save(context, node_id, **changes)
+        result = db_api.pci_device_batch_save(context, node_id, **changes, expected=expected)
         return cls._from_rows(context, result.created + result.updated + result.destroyed)
 
-    def save(self):
+    def save(self, expected=None):
         """Write every device with pending changes in one round trip.
 
         The devices must belong to one compute node. Saved devices take the stored
         values and have no pending changes left. Raises ``PciDevicesNotFound`` naming
         the devices whose rows are gone, after saving the others; those keep their
-        pending changes.
+        pending changes. With ``expected`` (see ``save_batch``) it may raise
+        ``PciDeviceConflict`` instead, having saved nothing.
         """
         pending = [device for device in self.objects if device.needs_write()]
         if not pending:
@@ -253,7 +260,8 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
             )
         node_id = node_ids.pop()
         batch = PciDeviceList(self._context, objects=pending)
-        stored = {d.address: d for d in self.save_batch(self._context, node_id, batch)}
+        saved = self.save_batch(self._context, node_id, batch, expected)
+        stored = {d.address: d for d in saved}
         missing = []
         for device in pending:
             if device.address in stored:

@@ -9,6 +9,13 @@ device changed since the last save in one round trip, and none when nothing chan
 If the conductor reports that a device's row is gone (``PciDeviceNotFound``: an
 operator or an archive run removed it), the tracker does not fail. It drops its copy
 of that device, and the next hypervisor report re-creates it as a new, complete row.
+
+Every save is a compare-and-swap on the devices' holders: it tells the database the
+status and instance each row held when the tracker last read or wrote it. If another
+writer changed one since (a second compute serving the same node, say a stale one
+that has not noticed it was replaced), nothing is written, the tracker reloads the
+database's view, and the caller gets ``PciDeviceConflict``: two instances never hold
+one device.
 """
 
 from oslo_log import log as logging
@@ -31,18 +38,24 @@ class PciDevTracker:
         self._context = context
         self.node_id = compute_node.id
         self._specs = device_specs
+        self._numa_sockets = numa_sockets
+        self._load(context)
+
+    def _load(self, context):
         self._devices = {}  # address -> PciDevice
         self._tags = {}  # address -> device_spec tags
         self._held_by = {}  # instance uuid -> {address: PciDevice}
         self._dirty = {}  # address -> PciDevice changed since the last save
+        self._stored = {}  # address -> holder fields as last read or written
         self._held_reports = {}  # address -> report applied once the device is free
         self._pending_removal = set()
         self.stats = pci_stats.PciDeviceStats(
             tags_for=lambda device: self._tags.get(device.address, {}),
-            numa_sockets=numa_sockets,
+            numa_sockets=self._numa_sockets,
         )
         for device in PciDeviceList.get_by_compute_node(context, self.node_id):
             self._track(device)
+            self._stored[device.address] = _holder(device)
         self._link_all()
         self._settle_pf_statuses()
 
@@ -201,20 +214,31 @@ class PciDevTracker:
         the request of ``context`` (default: the context the tracker was made with).
 
         A device whose row has disappeared is dropped from the tracker with a warning;
-        the next hypervisor report creates it again. Other errors (the conductor
-        unreachable, say) propagate and the changes stay pending for the next save.
+        the next hypervisor report creates it again. When another writer changed a
+        device since this tracker last read or wrote it, nothing is saved, the tracker
+        reloads the node's devices from the database, and ``PciDeviceConflict`` is
+        raised. Other errors (the conductor unreachable, say) propagate and the
+        changes stay pending for the next save.
         """
         if not self._dirty:
             return
+        context = context or self._context
         dirty = list(self._dirty.values())
+        expected = {d.address: self._stored[d.address] for d in dirty if d.address in self._stored}
         try:
-            PciDeviceList(context or self._context, objects=dirty).save()
+            PciDeviceList(context, objects=dirty).save(expected)
         except exception.PciDevicesNotFound as error:
             self._forget(error.kwargs["addresses"])
+        except exception.PciDeviceConflict:
+            LOG.warning("Node %s: reloading PCI devices another writer changed", self.node_id)
+            self._load(context)
+            raise
         self._dirty = {}
         for device in dirty:
             if device.status == S.DELETED:
                 self._untrack(device)
+            elif device.address in self._devices:
+                self._stored[device.address] = _holder(device)
 
     def _forget(self, addresses):
         for address in addresses:
@@ -237,6 +261,7 @@ class PciDevTracker:
 
     def _untrack(self, device):
         self._devices.pop(device.address, None)
+        self._stored.pop(device.address, None)
         self._tags.pop(device.address, None)
         self._dirty.pop(device.address, None)
         self._held_reports.pop(device.address, None)
@@ -284,6 +309,10 @@ class PciDevTracker:
                 device.unlink_parent()
                 if parent is not None:
                     device.link_parent(parent)
+
+
+def _holder(device):
+    return {"status": device.status, "instance_uuid": device.instance_uuid}
 
 
 def _differs(device, values):

@@ -92,6 +92,13 @@ class PciDevicesNotFound(PciDeviceNotFound):
     msg_fmt = "PCI devices %(addresses)s of compute node %(node_id)s not found."
 
 
+class PciDeviceConflict(Conflict):
+    msg_fmt = (
+        "PCI devices of compute node %(node_id)s were changed by another writer "
+        "(%(details)s); nothing was written."
+    )
+
+
 class ObjectActionError(PcisimException):
     msg_fmt = "Object action %(action)s failed because: %(reason)s"
 

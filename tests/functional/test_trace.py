@@ -4,6 +4,8 @@ to the compute and back, with every object call the compute makes for it."""
 import pytest
 
 from compute.driver import SimulatedDriver
+from conductor import rpcapi
+from objects.pci_device import PciDeviceList
 from pci.devspec import DeviceSpecList
 from pci.request import parse_aliases
 from pcisim import testing, trace, trace_report
@@ -107,8 +109,8 @@ def test_each_message_names_its_rpc_and_object_versions_and_how_long_it_took(pla
     (save, *_) = [r for r in flow if r.get("object_method") == "save_batch"]
     assert (save["method"], save["version"], save["object_version"]) == (
         "object_class_action_versions",
-        "1.0",
-        "1.2",
+        rpcapi.RPC_API_VERSION,
+        PciDeviceList.VERSION,
     )
     assert save["ms"] > 0 and save["outcome"] == "ok"
 

@@ -280,6 +280,73 @@ def test_batch_save_writes_nothing_when_a_new_device_already_exists(db, ctxt):
     assert _all_device_rows() == before
 
 
+# ------------------------------------------------- batch save: compare-and-swap
+
+A, B = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
+FREE = {"status": "available", "instance_uuid": None}
+CLAIMED_BY_A = {"status": "claimed", "instance_uuid": A}
+CLAIMED_BY_B = {"status": "claimed", "instance_uuid": B}
+
+
+def test_batch_save_claims_a_device_still_as_the_writer_expected(db, ctxt):
+    node = _node_with_devices(ctxt, "0000:81:00.1")
+
+    api.pci_device_batch_save(
+        ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_A}, expected={"0000:81:00.1": FREE}
+    )
+
+    assert api.pci_device_get_by_addr(ctxt, node.id, "0000:81:00.1").instance_uuid == A
+
+
+def test_batch_save_writes_nothing_when_another_writer_took_a_device_first(db, ctxt):
+    node = _node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.2": CLAIMED_BY_B})
+    before = _all_device_rows()
+
+    with pytest.raises(exception.PciDeviceConflict) as raised:
+        api.pci_device_batch_save(
+            ctxt,
+            node.id,
+            update={"0000:81:00.1": CLAIMED_BY_A, "0000:81:00.2": CLAIMED_BY_A},
+            expected={"0000:81:00.1": FREE, "0000:81:00.2": FREE},
+        )
+
+    assert raised.value.kwargs["addresses"] == ["0000:81:00.2"]
+    assert f"expected available, found claimed by {B}" in str(raised.value)
+    assert _all_device_rows() == before
+
+
+def test_batch_save_retried_after_it_landed_is_not_a_conflict(db, ctxt):
+    node = _node_with_devices(ctxt, "0000:81:00.1")
+    claim = {"update": {"0000:81:00.1": CLAIMED_BY_A}, "expected": {"0000:81:00.1": FREE}}
+    api.pci_device_batch_save(ctxt, node.id, **claim)
+
+    result = api.pci_device_batch_save(ctxt, node.id, **claim)
+
+    assert _addresses(result.updated) == ["0000:81:00.1"]
+
+
+def test_batch_save_without_expectations_writes_as_before(db, ctxt):
+    node = _node_with_devices(ctxt, "0000:81:00.1")
+    api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_B})
+
+    api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_A})
+
+    assert api.pci_device_get_by_addr(ctxt, node.id, "0000:81:00.1").instance_uuid == A
+
+
+def test_batch_save_refuses_to_destroy_a_device_another_writer_claimed(db, ctxt):
+    node = _node_with_devices(ctxt, "0000:81:00.1")
+    api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_B})
+
+    with pytest.raises(exception.PciDeviceConflict):
+        api.pci_device_batch_save(
+            ctxt, node.id, destroy=["0000:81:00.1"], expected={"0000:81:00.1": FREE}
+        )
+
+    assert api.pci_device_get_by_addr(ctxt, node.id, "0000:81:00.1").status == "claimed"
+
+
 def test_get_all_lists_live_devices_of_every_node(db, ctxt):
     node1 = factories.compute_node(ctxt, node="node1")
     node2 = factories.compute_node(ctxt, node="node2")

@@ -20,14 +20,14 @@ objects.register_all()
 EXPECTED_FINGERPRINTS = {
     "ComputeNode": "1.1-386f1655e4b6fea78920bdd5d2cfd55a",
     "ComputeNodeList": "1.1-2869e5881bb3692cefc9723beaeb30f7",
-    "Instance": "1.1-e1508aedd5d903a262694f638c8c8773",
+    "Instance": "1.2-e1508aedd5d903a262694f638c8c8773",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
     "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
-    "InstanceList": "1.1-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
+    "InstanceList": "1.2-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
     "InstancePCIRequest": "1.1-98e064b6abafcb39990b9db9e8933b40",
     "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
     "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
-    "PciDeviceList": "1.2-e7d488e80f101b62d1eb7267bcea4239",
+    "PciDeviceList": "1.3-c7489e5d90ddac7055879a8a333a383a",
     "PciDevicePool": "1.0-74e44980679c0b24ab5541d1f80aab35",
     "PciDevicePoolList": "1.0-15ecf022a68ddbb8c2a6739cfc9f8f5e",
     "Service": "1.0-0aac58ac5d9d5bf7f5347d65f007b84f",
@@ -36,7 +36,7 @@ EXPECTED_FINGERPRINTS = {
 
 EXPECTED_DEPENDENCIES = {
     "ComputeNode": {"PciDevicePoolList": "1.0"},
-    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.2"},
+    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.3"},
 }
 
 

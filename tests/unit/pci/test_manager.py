@@ -11,7 +11,7 @@ from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequest
 from objects.pci_device import PciDeviceList
 from pci.devspec import DeviceSpecList
 from pci.manager import PciDevTracker
-from pcisim import dbaccess
+from pcisim import dbaccess, exception
 from tests import object_factories
 from tests.unit.pci import inventory
 
@@ -296,3 +296,57 @@ def test_a_restarted_tracker_derives_each_pf_status_from_its_vfs(tracker, node, 
 
     assert _stored(ctxt, node)[vf.parent_addr].status == S.AVAILABLE
     assert vf.parent_addr in {a for pool in restarted.stats.pools() for a in pool.devices}
+
+
+# ------------------------------------------- two writers of one node (compare-and-swap)
+
+
+@pytest.fixture
+def stale(tracker, node, ctxt):
+    """A second tracker of the same node, loaded now: a compute that was replaced but
+    has not noticed."""
+    return PciDevTracker(ctxt, node, SPECS)
+
+
+def _claim_all_vfs(tracker, instance_uuid):
+    return tracker.claim_instance(instance_uuid, _requests(count=8))
+
+
+def test_a_device_another_writer_claimed_first_is_not_claimed_again(tracker, stale, node, ctxt):
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    _claim_all_vfs(tracker, first)
+    tracker.save()
+
+    _claim_all_vfs(stale, second)
+    with pytest.raises(exception.PciDeviceConflict):
+        stale.save()
+
+    holders = {d.instance_uuid for d in _stored(ctxt, node).values() if d.dev_type == "type-VF"}
+    assert holders == {first}
+
+
+def test_after_a_conflict_the_tracker_holds_the_database_view(tracker, stale, node, ctxt):
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    _claim_all_vfs(tracker, first)
+    tracker.save()
+    _claim_all_vfs(stale, second)
+    with pytest.raises(exception.PciDeviceConflict):
+        stale.save()
+
+    assert stale.holders() == {first}
+    assert (
+        stale.stats.to_device_pools_obj().to_json() == tracker.stats.to_device_pools_obj().to_json()
+    )
+
+
+def test_a_tracker_that_saved_last_keeps_saving_without_conflict(tracker, node, ctxt):
+    instance_uuid = str(uuid.uuid4())
+    tracker.claim_instance(instance_uuid, _requests())
+    tracker.save()
+    tracker.allocate_instance(instance_uuid)
+    tracker.save()
+    tracker.free_instance(instance_uuid)
+    tracker.save()
+    assert {d.status for d in _stored(ctxt, node).values() if d.dev_type == "type-VF"} == {
+        S.AVAILABLE
+    }
