@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import logging
 import os
 import pathlib
 import platform
@@ -18,6 +19,11 @@ from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing
 
 RESULTS = pathlib.Path(__file__).with_name("results.json")
+
+# Tables go to stdout; only warnings and errors to stderr. kombu warns on every
+# in-process connection that it has no host name.
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+logging.getLogger("kombu.connection").setLevel(logging.ERROR)
 
 
 class ControlPlane:

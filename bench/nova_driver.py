@@ -183,6 +183,7 @@ def run_phases(context, counters, pfs, vfs, instances):
 
 def claim_cost(context, pfs, vfs=16, claims=64):
     """Microseconds per claim (pools only, no save) with pfs x (vfs + 1) devices."""
+    claims = min(claims, pfs * vfs)  # a small inventory has fewer VFs to claim
     tracker = manager.PciDevTracker(context, compute_node(context))
     tracker.update_devices_from_hypervisor_resources(sriov_report(pfs, vfs))
     tracker.save(context)

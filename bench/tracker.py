@@ -119,6 +119,7 @@ def run_phases(plane, tracker_class, pfs, vfs, instances):
 
 def claim_cost(plane, pfs, vfs=16, claims=64):
     """Microseconds per claim (pools only, no save) with pfs x (vfs + 1) devices."""
+    claims = min(claims, pfs * vfs)  # a small inventory has fewer VFs to claim
     tracker = PciDevTracker(plane.context, _node(plane), DeviceSpecList.from_config([DEVICE_SPEC]))
     tracker.update_devices_from_hypervisor_resources(sriov_report(pfs, vfs))
     tracker.save()
