@@ -83,12 +83,12 @@ def test_a_boot_is_one_flow_api_to_conductor_to_compute(plane, recording):
     ]
     assert ("api", "conductor", "call", "schedule_and_build_instances") not in messages[2:]
     compute_calls = [what for sender, _, _, what in messages if sender == HOST]
-    # the claim and the allocation each save the devices and the node; then the instance
+    # the claim saves the devices and the node; the allocation only the devices (the
+    # node's usage and pools are unchanged); then the instance
     assert compute_calls == [
         "PciDeviceList.save_batch",
         "ComputeNode.save",
         "PciDeviceList.save_batch",
-        "ComputeNode.save",
         "Instance.save",
     ]
 
