@@ -2,12 +2,16 @@
 
 Computes and the API send remotable object calls here (see ``conductor/rpcapi.py``).
 Each call runs in a thread granted database access, on a registered object class,
-and only on a method declared ``@remotable``; anything else is refused. An exception
+and only on a method declared ``@remotable`` of the kind asked for (a classmethod for a
+class action); anything else, and an argument of the wrong type, is refused with an
+error the caller can catch by type (``NotRemotable``, ``MalformedObjectCall``). An exception
 raised by the object method is the caller's to handle, so it travels back as an
 ``ExpectedException`` and is not logged here as a conductor error.
 """
 
 import collections
+import inspect
+import re
 import threading
 
 import oslo_messaging as messaging
@@ -23,11 +27,54 @@ from pcisim import dbaccess, exception
 LOG = logging.getLogger(__name__)
 
 
-def _remotable_method(objclass, objmethod):
+def _remotable_method(objclass, objmethod, classmethod_wanted):
+    """The remotable method ``objmethod`` of ``objclass``: a classmethod for a class
+    action, an instance method for an object action; ``NotRemotable`` otherwise."""
     method = getattr(objclass, objmethod, None)
     if objmethod.startswith("_") or not getattr(method, "remotable", False):
         raise exception.NotRemotable(objname=objclass.obj_name(), method=objmethod)
+    is_classmethod = isinstance(inspect.getattr_static(objclass, objmethod), classmethod)
+    if is_classmethod != classmethod_wanted:
+        raise exception.RemotableKindMismatch(
+            objname=objclass.obj_name(),
+            method=objmethod,
+            kind="classmethod" if is_classmethod else "method",
+            rpc_method="object_class_action_versions" if is_classmethod else "object_action",
+        )
     return method
+
+
+_ARGUMENT_TYPES = {
+    "objname": (str,),
+    "objmethod": (str,),
+    "object_versions": (dict,),
+    "args": (list, tuple),
+    "kwargs": (dict,),
+}
+_VERSION = re.compile(r"[0-9]+\.[0-9]+")
+
+
+def _check_arguments(rpc_method, objinst=None, **values):
+    """Refuse, with ``MalformedObjectCall`` naming it, an argument of the wrong type:
+    what a well-behaved client never sends, and what would otherwise fail somewhere
+    inside the object layer with an error that says nothing to the caller."""
+
+    def refuse(reason):
+        raise exception.MalformedObjectCall(rpc_method=rpc_method, reason=reason)
+
+    if objinst is not None and not isinstance(objinst, objects_base.PcisimObject):
+        refuse(f"objinst is a {type(objinst).__name__}, not a registered pcisim object")
+    for name, value in values.items():
+        if not isinstance(value, _ARGUMENT_TYPES[name]):
+            wanted = " or ".join(t.__name__ for t in _ARGUMENT_TYPES[name])
+            refuse(f"{name} is a {type(value).__name__}, not a {wanted}")
+    if not all(isinstance(key, str) for key in values.get("kwargs", {})):
+        refuse("kwargs has a key that is not a string")
+    for objname, version in values.get("object_versions", {}).items():
+        if not (
+            isinstance(objname, str) and isinstance(version, str) and _VERSION.fullmatch(version)
+        ):
+            refuse(f"object_versions maps {objname!r} to {version!r}, not to a version X.Y")
 
 
 def _changed_fields(before, after):
@@ -86,10 +133,18 @@ class ConductorManager:
         """
         self._record("object_class_action_versions", objname, objmethod)
         try:
+            _check_arguments(
+                "object_class_action_versions",
+                objname=objname,
+                objmethod=objmethod,
+                object_versions=object_versions,
+                args=args,
+                kwargs=kwargs,
+            )
             objclass = objects_base.PcisimObject.obj_class_from_name(
                 objname, object_versions.get(objname, "1.0")
             )
-            method = _remotable_method(objclass, objmethod)
+            method = _remotable_method(objclass, objmethod, classmethod_wanted=True)
         except Exception:
             raise messaging.ExpectedException()
         result = self._run(method, context, *args, **kwargs)
@@ -101,9 +156,12 @@ class ConductorManager:
         ``updates`` maps each field the method changed to its primitive, plus
         ``obj_what_changed``: the fields still pending after the call.
         """
-        self._record("object_action", objinst.obj_name(), objmethod)
         try:
-            method = _remotable_method(type(objinst), objmethod)
+            _check_arguments(
+                "object_action", objinst=objinst, objmethod=objmethod, args=args, kwargs=kwargs
+            )
+            self._record("object_action", objinst.obj_name(), objmethod)
+            method = _remotable_method(type(objinst), objmethod, classmethod_wanted=False)
         except Exception:
             raise messaging.ExpectedException()
         before = objinst.obj_clone()
@@ -114,6 +172,17 @@ class ConductorManager:
 
     def object_backport_versions(self, context, objinst, object_versions):
         """``objinst`` as a primitive of the versions in ``object_versions``."""
-        self._record("object_backport_versions", objinst.obj_name(), "")
-        target = object_versions[objinst.obj_name()]
-        return objinst.obj_to_primitive(target_version=target, version_manifest=object_versions)
+        try:
+            _check_arguments(
+                "object_backport_versions", objinst=objinst, object_versions=object_versions
+            )
+            self._record("object_backport_versions", objinst.obj_name(), "")
+            target = object_versions.get(objinst.obj_name())
+            if target is None:
+                raise exception.MalformedObjectCall(
+                    rpc_method="object_backport_versions",
+                    reason=f"object_versions names no version of {objinst.obj_name()}",
+                )
+            return objinst.obj_to_primitive(target_version=target, version_manifest=object_versions)
+        except Exception:
+            raise messaging.ExpectedException()

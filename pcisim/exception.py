@@ -192,3 +192,26 @@ class TraceUnavailable(PcisimException):
 
 class FlowNotFound(NotFound):
     msg_fmt = "no flow %(request_id)s in %(path)s (or more than one begins so)"
+
+
+class InvalidConfigValue(Invalid):
+    msg_fmt = "invalid %(option)s: %(reason)s"
+
+
+class ApiAuthTokenRequired(Invalid):
+    msg_fmt = (
+        "refusing to listen on %(address)s, which is not a loopback address, without "
+        "[api] auth_token: set [api] auth_token, or listen on 127.0.0.1"
+    )
+
+
+class RemotableKindMismatch(NotRemotable):
+    msg_fmt = "%(objname)s.%(method)s is a remotable %(kind)s: call it with %(rpc_method)s."
+
+
+class MalformedObjectCall(Invalid):
+    msg_fmt = "Malformed %(rpc_method)s call: %(reason)s"
+
+
+class InvalidPciDeviceReport(InvalidInput):
+    msg_fmt = "Invalid PCI device report %(entry)s: %(reason)s"
