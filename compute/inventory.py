@@ -26,7 +26,9 @@ DEVICE_KEYS = ("address", *report.REPORTED_FIELDS)
 REQUIRED_DEVICE_KEYS = report.REQUIRED_FIELDS
 CHILD_TYPES = frozenset({PciDeviceType.SRIOV_VF, PciDeviceType.VDPA})
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-MAX_NUMA_NODES = 1024  # NOTE: Linux's MAX_NUMNODES
+MAX_NODE_NAME = 255  # NOTE: the hypervisor_hostname column
+MAX_NUMA_NODES = report.MAX_NUMA_NODES
+MAX_RESOURCE = 2**31 - 1  # NOTE: the resource columns are 32-bit integers
 HEX4 = re.compile(r"[0-9a-f]{4}")
 
 SHORT_FORM_COUNTS = {"pfs": 0, "vfs_per_pf": 0, "gpus": 0, "numa_nodes": 1, **RESOURCE_DEFAULTS}
@@ -152,6 +154,8 @@ def _nodes(nodes, where):
 def check_node_name(name, where):
     if not isinstance(name, str) or not NODE_NAME.fullmatch(name):
         raise where.error(f"{name!r} is not a node name (letters, digits, '.', '_', '-')")
+    if len(name) > MAX_NODE_NAME:
+        raise where.error(f"node name {name:.20}... is over {MAX_NODE_NAME} characters long")
 
 
 def _read_document(path, where):
@@ -203,7 +207,7 @@ def node_inventory(node, where):
         raise where.error("a node is a mapping or a short-form string")
     _refuse_unknown_keys(node, NODE_KEYS, where)
     resources = {
-        name: _count(node.get(name, default), where, name)
+        name: _count(node.get(name, default), where, name, maximum=MAX_RESOURCE)
         for name, default in RESOURCE_DEFAULTS.items()
     }
     numa_nodes = _count(node.get("numa_nodes", 1), where, "numa_nodes", 1, MAX_NUMA_NODES)
@@ -363,6 +367,8 @@ def _text(entry, key, where):
     value = entry.get(key)
     if value is not None and not isinstance(value, str):
         raise where.error(f"{value!r} is not a string", key=key)
+    if value is not None and len(value) > report.MAX_TEXT:
+        raise where.error(f"is {len(value)} characters long, over {report.MAX_TEXT}", key=key)
     return value
 
 
