@@ -17,7 +17,7 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 from sqlalchemy.orm import exc as orm_exc
 
-from db import models
+from db import models, pci_batch
 from db.engine import reader, writer
 from pcisim import exception
 
@@ -403,34 +403,6 @@ def _flush_updates(context, node_id, devices):
         raise exception.PciDeviceNotFound(node_id=node_id, address=vanished)
 
 
-HOLDER_FIELDS = ("status", "instance_uuid")
-
-
-def _check_holders(node_id, found, update, expected):
-    """Raise ``PciDeviceConflict`` unless every locked row holds what its writer
-    expected, or already what it writes."""
-    conflicts = {}
-    for address, believed in expected.items():
-        device = found.get(address)
-        if device is None:
-            continue
-        actual = {name: getattr(device, name) for name in HOLDER_FIELDS}
-        written = {**believed, **update.get(address, {})}
-        wanted = {name: written[name] for name in HOLDER_FIELDS}
-        if actual not in (believed, wanted):
-            conflicts[address] = f"expected {_holder(believed)}, found {_holder(actual)}"
-    if conflicts:
-        details = "; ".join(f"{address}: {what}" for address, what in sorted(conflicts.items()))
-        raise exception.PciDeviceConflict(
-            node_id=node_id, addresses=sorted(conflicts), details=details
-        )
-
-
-def _holder(values):
-    holder = values["instance_uuid"]
-    return values["status"] + (f" by {holder}" if holder else "")
-
-
 def _soft_delete_device(device):
     device.status = "deleted"
     device.soft_delete()
@@ -501,17 +473,24 @@ def pci_device_get_all_by_instance_uuid(context, instance_uuid):
 
 @dataclasses.dataclass
 class PciDeviceBatchResult:
-    """What ``pci_device_batch_save`` did, row by row."""
+    """What ``pci_device_batch_save`` wrote, by address.
 
-    created: list = dataclasses.field(default_factory=list)
-    updated: list = dataclasses.field(default_factory=list)
-    destroyed: list = dataclasses.field(default_factory=list)
+    ``created`` holds every column value of each new row, its id included; ``updated``
+    and ``destroyed`` the values each update or soft delete set, ``updated_at``
+    included (the caller knows the rest of the row). A soft-deleted row's ``deleted``
+    takes the row's id, given here as True. ``missing`` lists, sorted, the addresses
+    to update or destroy that have no live row.
+    """
+
+    created: dict = dataclasses.field(default_factory=dict)
+    updated: dict = dataclasses.field(default_factory=dict)
+    destroyed: dict = dataclasses.field(default_factory=dict)
     missing: list = dataclasses.field(default_factory=list)
 
 
 @writer
 def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), expected=None):
-    """Write a node's changed devices in one transaction.
+    """Write a node's changed devices in one transaction; a ``PciDeviceBatchResult``.
 
     ``create`` is a list of new devices' values, ``update`` maps an address to the
     changed values, ``destroy`` lists addresses to soft-delete. Every new device is
@@ -520,33 +499,36 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), 
     ``missing`` and nothing is inserted for it.
 
     ``expected`` maps addresses to the ``status`` and ``instance_uuid`` the writer
-    believes their rows hold: a compare-and-swap. If a locked row holds neither those
-    nor the values being written (a retry of a write that did land is not a
-    conflict), another writer changed it first, and ``PciDeviceConflict`` is raised
-    with nothing written.
+    believes their rows hold: a compare-and-swap. If a row holds neither those nor
+    the values being written (a retry of a write that did land is not a conflict),
+    another writer changed it first, and ``PciDeviceConflict`` is raised with nothing
+    written.
     """
-    update = dict(update or {})
+    update, destroy, expected = dict(update or {}), list(dict.fromkeys(destroy)), expected or {}
+    _check_batch(node_id, create, update, expected)
+    now = _now()
+    connection = context.session.connection()
+    writes = pci_batch.row_writes(node_id, update, destroy, expected, now)
+    missing = pci_batch.write_rows(connection, node_id, writes)
+    result, gone = PciDeviceBatchResult(missing=missing), set(missing)
+    for write in writes:
+        if write.address not in gone:
+            getattr(result, write.kind)[write.address] = write.stored
+    result.created = pci_batch.insert_devices(connection, node_id, create, now)
+    return result
+
+
+def _check_batch(node_id, create, update, expected):
     for values in create:
         _check_new_device({**values, "compute_node_id": node_id})
     for values in update.values():
         _check_device_update(values)
-    result = PciDeviceBatchResult()
-    found = _lock_live_devices(context, node_id, set(update) | set(destroy))
-    _check_holders(node_id, found, update, expected or {})
-    result.missing = sorted((set(update) | set(destroy)) - set(found))
-    for address, values in update.items():
-        if address in found:
-            _apply(found[address], values)
-            result.updated.append(found[address])
-    for address in destroy:
-        if address in found:
-            _soft_delete_device(found[address])
-            result.destroyed.append(found[address])
-    _flush_updates(context, node_id, result.updated + result.destroyed)
-    if create:
-        new = [{**values, "compute_node_id": node_id} for values in create]
-        result.created = _add_devices(context, node_id, new)
-    return result
+    for address, holder in expected.items():
+        if set(holder) != set(pci_batch.HOLDER_FIELDS):
+            raise exception.InvalidInput(
+                reason=f"expected holder of {address} must be status and instance_uuid, "
+                f"got {sorted(holder)}"
+            )
 
 
 # --------------------------------------------------------------------- services

@@ -1,5 +1,7 @@
 """PCI devices of a compute node, as the compute's PCI tracker and the API see them."""
 
+import types
+
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
 
@@ -153,6 +155,18 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
     def is_available(self):
         return self.status == fields.PciDeviceStatus.AVAILABLE
 
+    def _as_stored(self, context, written):
+        """A copy of this device as its row stands once ``written`` is stored.
+
+        ``written`` holds the column values ``pci_device_batch_save`` reports having
+        set; the rest of the row is this device's own fields, which the conductor need
+        not read back (a field never set is a NULL column).
+        """
+        row = dict.fromkeys(self.fields)
+        row.update((name, getattr(self, name)) for name in self._set_field_names())
+        row.update(self._db_values(self._set_field_names()), **written)
+        return self._from_db_object(context, PciDevice(), types.SimpleNamespace(**row))
+
     def _adopt(self, stored):
         """Take what the database decided (id, timestamps, deletion) and forget the
         changes that the stored copy reflects."""
@@ -229,9 +243,10 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
         wrote; ``PciDeviceConflict``, with nothing written, when another writer changed
         one of those rows since.
         """
-        changes = {"create": [], "update": {}, "destroy": []}
+        changes, sent = {"create": [], "update": {}, "destroy": []}, {}
         for device in devices:
             kind, values = device.batch_change()
+            sent[kind, device.address] = device
             if kind == "create":
                 changes["create"].append(values)
             elif kind == "update":
@@ -239,7 +254,14 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
             else:
                 changes["destroy"].append(device.address)
         result = db_api.pci_device_batch_save(context, node_id, **changes, expected=expected)
-        return cls._from_rows(context, result.created + result.updated + result.destroyed)
+        written = (("create", result.created), ("update", result.updated))
+        written += (("destroy", result.destroyed),)
+        stored = [
+            sent[kind, address]._as_stored(context, values)
+            for kind, rows in written
+            for address, values in rows.items()
+        ]
+        return cls(context, objects=stored)
 
     def save(self, expected=None):
         """Write every device with pending changes in one round trip.

@@ -209,7 +209,7 @@ def test_batch_save_creates_updates_and_destroys_in_one_call(db, ctxt):
         destroy=["0000:81:00.2"],
     )
 
-    assert [_addresses(r) for r in (result.created, result.updated, result.destroyed)] == [
+    assert [list(r) for r in (result.created, result.updated, result.destroyed)] == [
         ["0000:81:00.3"],
         ["0000:81:00.1"],
         ["0000:81:00.2"],
@@ -323,7 +323,7 @@ def test_batch_save_retried_after_it_landed_is_not_a_conflict(db, ctxt):
 
     result = api.pci_device_batch_save(ctxt, node.id, **claim)
 
-    assert _addresses(result.updated) == ["0000:81:00.1"]
+    assert list(result.updated) == ["0000:81:00.1"]
 
 
 def test_batch_save_without_expectations_writes_as_before(db, ctxt):
