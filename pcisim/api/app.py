@@ -6,6 +6,7 @@ needs no database: every call goes to the conductor.
 """
 
 import dataclasses
+import hmac
 import time
 
 import flask
@@ -14,11 +15,12 @@ from werkzeug import exceptions as http_exceptions
 
 from pcisim import context as pcisim_context
 from pcisim import trace
-from pcisim.api import errors, hypervisors, openapi, pci_devices, servers
+from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers
 
 LOG = logging.getLogger(__name__)
 ACTOR = "api"
 REQUEST_ID_HEADER = "X-OpenStack-Request-ID"
+AUTH_HEADER = "X-Auth-Token"
 
 ROUTES = (
     ("/servers", "POST", servers.create_server),
@@ -40,17 +42,51 @@ class Api:
     compute: object  # compute.api.API
 
 
-def create_app(api):
+def create_app(api, auth_token=None):
+    """The WSGI application; with ``auth_token``, every request (the OpenAPI document
+    too) must carry it in ``X-Auth-Token`` or is answered 401 before anything runs."""
     app = flask.Flask("pcisim.api")
     app.json.sort_keys = False
+    app.config["MAX_CONTENT_LENGTH"] = schemas.MAX_BODY_BYTES
     for path, method, handler in ROUTES:
         app.add_url_rule(path, f"{method} {path}", _endpoint(api, handler), methods=[method])
-    app.add_url_rule("/openapi.json", "openapi", lambda: openapi.document(ROUTES))
+    document = openapi.document(ROUTES, auth_header=AUTH_HEADER if auth_token else None)
+    app.add_url_rule("/openapi.json", "openapi", lambda: document)
     app.register_error_handler(Exception, _error_response)
     app.before_request(_begin_request)
+    if auth_token:
+        app.before_request(_authenticator(auth_token))
     app.after_request(_end_request)
     app.teardown_request(_teardown_request)
     return app
+
+
+def _authenticator(auth_token):
+    """A before-request check of ``X-Auth-Token`` against ``auth_token``, in constant
+    time. Neither token is ever logged."""
+    expected = auth_token.encode()
+
+    def authenticate():
+        given = flask.request.headers.get(AUTH_HEADER)
+        if given is None:
+            return _unauthorized("auth.required", f"This API requires an {AUTH_HEADER} header.")
+        # NOTE: werkzeug decodes header bytes as latin-1; this gives the bytes back.
+        if not hmac.compare_digest(given.encode("latin-1"), expected):
+            return _unauthorized("auth.invalid", f"The {AUTH_HEADER} header is not valid.")
+        return None
+
+    return authenticate
+
+
+def _unauthorized(code, message):
+    request = flask.request
+    LOG.warning(
+        "Refused %s %s from %s: %s", request.method, request.path, request.remote_addr, code
+    )
+    response = flask.jsonify(errors.body(code, message))
+    response.status_code = 401
+    response.headers["WWW-Authenticate"] = f'{AUTH_HEADER} realm="pcisim"'
+    return response
 
 
 def _begin_request():

@@ -2,7 +2,8 @@
 
 from objects.compute_node import ComputeNode, ComputeNodeList
 from objects.pci_device import PciDeviceList
-from pcisim.api import views
+from pcisim import exception
+from pcisim.api import schemas, views
 
 
 def view(node):
@@ -31,12 +32,12 @@ def list_hypervisors(api, context):
 
 
 def show_hypervisor(api, context, node_id):
-    return {"hypervisor": view(ComputeNode.get_by_id(context, node_id))}
+    return {"hypervisor": view(_node(context, node_id))}
 
 
 def pci_tree(api, context, node_id):
     """Each PF with its VFs under it, then devices without a tracked parent."""
-    node = ComputeNode.get_by_id(context, node_id)
+    node = _node(context, node_id)
     devices = list(PciDeviceList.get_all(context, {"compute_node_id": node.id}))
     pfs = {
         d.address: {**views.pci_device(d), "vfs": []} for d in devices if d.dev_type == "type-PF"
@@ -53,3 +54,10 @@ def pci_tree(api, context, node_id):
         "pfs": list(pfs.values()),
         "devices": others,
     }
+
+
+def _node(context, node_id):
+    # NOTE: an id no column can hold is simply not there; the database would refuse it.
+    if node_id > schemas.MAX_ID:
+        raise exception.ComputeNodeNotFound(node_id=node_id)
+    return ComputeNode.get_by_id(context, node_id)

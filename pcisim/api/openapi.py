@@ -15,18 +15,23 @@ ERROR = {
 }
 PATH_PARAMETERS = {
     "server_id": {"type": "string", "format": "uuid"},
-    "node_id": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
-    "device_id": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
+    "node_id": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_ID},
+    "device_id": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_ID},
 }
 SUCCESS = {"POST": "202", "DELETE": "204"}
 
 
-def document(routes):
+def document(routes, auth_header=None):
+    """The document of ``routes``; with ``auth_header``, every operation requires that
+    header (an API key security scheme) and may answer 401."""
     paths = {}
     for path, method, handler in routes:
         openapi_path = path.replace("<uuid:", "{").replace("<int:", "{").replace(">", "}")
-        paths.setdefault(openapi_path, {})[method.lower()] = _operation(path, method, handler)
-    return {
+        operation = _operation(path, method, handler)
+        if auth_header:
+            operation["responses"]["401"] = _error_response(f"missing or wrong {auth_header}")
+        paths.setdefault(openapi_path, {})[method.lower()] = operation
+    document = {
         "openapi": "3.0.3",
         "info": {
             "title": "pcisim",
@@ -35,6 +40,12 @@ def document(routes):
         },
         "paths": paths,
     }
+    if auth_header:
+        document["components"] = {
+            "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": auth_header}}
+        }
+        document["security"] = [{"token": []}]
+    return document
 
 
 def _operation(path, method, handler):
@@ -65,6 +76,8 @@ def _operation(path, method, handler):
             "required": True,
             "content": {"application/json": {"schema": schemas.SERVER_CREATE}},
         }
+        operation["responses"]["413"] = _error_response("body over 1 MiB")
+        operation["responses"]["415"] = _error_response("body not application/json")
     return operation
 
 

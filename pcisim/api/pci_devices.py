@@ -3,6 +3,7 @@
 import flask
 
 from objects.pci_device import PciDevice, PciDeviceList
+from pcisim import exception
 from pcisim.api import errors, schemas, views
 
 _FILTER_NAMES = {"server": "instance_uuid"}
@@ -13,6 +14,9 @@ def list_pci_devices(api, context):
     unknown = sorted(set(query) - set(schemas.PCI_DEVICE_FILTERS))
     if unknown:
         raise errors.ApiError(400, "request.invalid", f"unknown query parameter(s) {unknown}")
+    repeated = sorted(name for name, values in flask.request.args.lists() if len(values) > 1)
+    if repeated:
+        raise errors.ApiError(400, "request.invalid", f"query parameter(s) {repeated} given twice")
     schemas.validate(query, {"type": "object", "properties": schemas.PCI_DEVICE_FILTERS}, "query")
     filters = {_FILTER_NAMES.get(name, name): value for name, value in query.items()}
     devices = PciDeviceList.get_all(context, filters)
@@ -20,4 +24,6 @@ def list_pci_devices(api, context):
 
 
 def show_pci_device(api, context, device_id):
+    if device_id > schemas.MAX_ID:
+        raise exception.PciDeviceNotFoundById(id=device_id)
     return {"pci_device": views.pci_device(PciDevice.get_by_dev_id(context, device_id))}

@@ -4,6 +4,8 @@ import flask
 
 from objects.instance import Instance, InstanceList
 from objects.instance_fault import InstanceFaultList
+from pci import request as pci_request
+from pcisim import exception
 from pcisim.api import schemas, views
 
 STATUS = {"building": "BUILD", "active": "ACTIVE", "error": "ERROR", "deleted": "DELETED"}
@@ -34,9 +36,10 @@ def view(instance, fault=None, devices=None):
 
 
 def create_server(api, context):
-    body = flask.request.get_json(silent=True)
+    body = schemas.json_body(flask.request)
     schemas.validate(body, schemas.SERVER_CREATE, "body")
     spec = body["server"]
+    _check_counts(api, spec.get("pci_requests"))
     instance = api.compute.create(
         context,
         spec["name"],
@@ -47,6 +50,18 @@ def create_server(api, context):
         numa_cells=spec.get("numa_cells"),
     )
     return {"server": _detail(context, instance)}, 202
+
+
+def _check_counts(api, pci_requests):
+    """The text form of a request (``gpu:2``) is bounded as its list form is."""
+    if not isinstance(pci_requests, str):
+        return
+    for alias, count in pci_request.parse_request(pci_requests, api.compute.aliases):
+        if count > schemas.MAX_PCI_COUNT:
+            raise exception.InvalidPciRequest(
+                request=pci_requests,
+                reason=f"count {count} of {alias.name!r} is above {schemas.MAX_PCI_COUNT}",
+            )
 
 
 def list_servers(api, context):
