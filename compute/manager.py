@@ -3,17 +3,32 @@
 A compute service manages one or more nodes of its driver, each with its own
 ``ResourceTracker``. Builds arrive from the conductor, deletes from the API; every
 write goes through objects, so through the conductor.
+
+A build or a delete can stop half-way: the compute is killed, a message is lost with a
+broker restart, the conductor does not answer. What is left to do is always in the
+instance's row (BUILDING, or being deleted), and the periodic task finishes what no
+flow of this process handles any more (``_finish_interrupted``): an interrupted build
+ends in ERROR with a fault and releases what it held, an interrupted delete is
+completed. Device changes the PCI tracker could not save are saved by the next run.
 """
 
+import time
+
+from oslo_concurrency import lockutils
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from compute import resource_tracker as rt
 from compute import states
 from objects.instance import InstanceList
+from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
 
 LOG = logging.getLogger(__name__)
+CONF = pcisim_conf.CONF
+# NOTE: how long an RPC call may take when [DEFAULT] rpc_response_timeout is not
+# registered yet (oslo.messaging registers it with the first RPC client).
+DEFAULT_RPC_TIMEOUT = 60
 
 
 class ComputeManager:
@@ -27,16 +42,24 @@ class ComputeManager:
             node: rt.ResourceTracker(host, node, driver, device_specs)
             for node in driver.get_available_nodes()
         }
+        self._instance_locks = lockutils.Semaphores()  # one flow per instance at a time
+        self._unfinished = {}  # uuid -> (its row's state, when first seen so)
+        self._aborted = set()  # builds given up as interrupted: a late message is dropped
 
     # ------------------------------------------------------------- startup
 
     def init_host(self, context):
-        """Register the nodes, sync them, and finish deletes a crash interrupted."""
-        self.update_available_resource(context)
+        """Register the nodes, sync them, and finish deletes a crash interrupted.
+
+        Builds left BUILDING end in ERROR at a later periodic run (see
+        ``_finish_interrupted``), unless a build message sent while this compute was
+        down arrives first.
+        """
+        self._sync_nodes(context)
         interrupted = [
             instance
             for instance in InstanceList.get_by_host_and_node(context, self.host)
-            if instance.task_state == states.DELETING
+            if _being_deleted(instance)
         ]
         for instance in interrupted:
             LOG.info("Finishing the delete of %s interrupted on %s", instance.uuid, self.host)
@@ -44,12 +67,19 @@ class ComputeManager:
         # NOTE: no message has been taken yet, so only those deletes can have changed
         # what the first sync saw; without them a second sync is a second full pass.
         if interrupted:
-            self.update_available_resource(context)
+            self._sync_nodes(context)
 
     def update_available_resource(self, context):
-        """The periodic task: sync every node and stop guests of instances no longer
-        on it (deleted while this compute was down); one node's failure never stops
-        the rest."""
+        """The periodic task: sync every node, stop guests of instances no longer on
+        it (deleted while this compute was down), and finish the builds and deletes
+        that were interrupted; one node's or instance's failure never stops the rest."""
+        self._sync_nodes(context)
+        try:
+            self._finish_interrupted(context)
+        except Exception:
+            LOG.exception("Finishing interrupted builds and deletes on %s failed", self.host)
+
+    def _sync_nodes(self, context):
         for node, tracker in self.trackers.items():
             try:
                 live = tracker.update_available_resource(context)
@@ -70,8 +100,17 @@ class ComputeManager:
         """Claim, allocate and start ``instance`` on ``node``, or hand it back.
 
         A claim that does not fit asks the conductor to try another host. Any other
-        failure puts the instance in ERROR with a fault and releases what it held.
+        failure puts the instance in ERROR with a fault and releases what it held. A
+        build this compute gave up as interrupted (a message that came too late) is
+        dropped.
         """
+        with self._instance_lock(instance.uuid):
+            if instance.uuid in self._aborted:
+                LOG.warning("Dropping the late build of %s: it was given up", instance.uuid)
+                return
+            self._build(context, instance, node, request_spec)
+
+    def _build(self, context, instance, node, request_spec):
         tracker = self.trackers[node]
         try:
             tracker.instance_claim(context, instance, request_spec.get("numa_cells"))
@@ -79,13 +118,35 @@ class ComputeManager:
             LOG.info("Claim of %s on %s/%s failed: %s", instance.uuid, self.host, node, error)
             self.compute_task_api.reschedule(context, instance, request_spec, str(error))
             return
+        except Exception as error:
+            LOG.exception("Claim of %s on %s/%s failed", instance.uuid, self.host, node)
+            self._fail_build(context, instance, node, error)
+            return
         try:
             self._allocate_and_spawn(context, tracker, instance, node)
         except Exception as error:
             LOG.exception("Build of %s on %s/%s failed", instance.uuid, self.host, node)
-            tracker.free_instance(context, instance)
-            self.driver.destroy(node, instance.uuid)
+            self._fail_build(context, instance, node, error)
+
+    def _fail_build(self, context, instance, node, error):
+        """ERROR with ``error`` as its fault, then release what the build holds.
+
+        If the conductor cannot record the ERROR now (the instance may even be ACTIVE
+        already, its reply lost), the guest and devices stay as they are, and the
+        periodic task settles the instance by what its row says.
+        """
+        try:
             instance.mark_error(error, self.host)
+        except Exception:
+            LOG.exception("Could not put %s in ERROR; a periodic run will settle it", instance.uuid)
+            return
+        self._release(context, instance, node)
+
+    def _release(self, context, instance, node):
+        """Stop the guest and free the devices of ``instance`` on ``node``."""
+        self.driver.destroy(node, instance.uuid)
+        if node in self.trackers:
+            self.trackers[node].free_instance(context, instance)
 
     def _allocate_and_spawn(self, context, tracker, instance, node):
         faults.point(faults.BETWEEN_CLAIM_AND_ALLOCATE, instance=instance)
@@ -98,16 +159,91 @@ class ComputeManager:
     # -------------------------------------------------------------- delete
 
     def terminate_instance(self, context, instance):
-        """Stop ``instance``, soft-delete it and free what it holds on this host."""
-        instance.task_state = states.DELETING
-        instance.save()
-        self._delete(context, instance)
+        """Stop ``instance``, soft-delete it and free what it holds on this host.
+
+        An instance deleted already (a delete finished by the periodic task before
+        this message came) only has what it still holds here released.
+        """
+        with self._instance_lock(instance.uuid):
+            instance.task_state = states.DELETING
+            try:
+                instance.save()
+            except exception.InstanceNotFound:
+                LOG.info("%s is deleted already; releasing what it held here", instance.uuid)
+                self._release(context, instance, instance.node)
+                return
+            self._delete(context, instance)
 
     def _delete(self, context, instance):
+        """Each step can be repeated: a delete interrupted at any of them is finished
+        by running it again (the row stays ``deleting``, or DELETED, until soft-deleted)."""
         self.driver.destroy(instance.node, instance.uuid)
         instance.vm_state, instance.task_state = states.DELETED, None
         instance.terminated_at = timeutils.utcnow(with_timezone=True)
         instance.save()
         instance.destroy()
         faults.point(faults.AFTER_SOFT_DELETE, instance=instance)
-        self.trackers[instance.node].free_instance(context, instance)
+        if instance.node in self.trackers:
+            self.trackers[instance.node].free_instance(context, instance)
+
+    # ------------------------------------------------- interrupted flows
+
+    def _finish_interrupted(self, context):
+        """Finish the builds and deletes of this host that no flow handles any more.
+
+        An instance is interrupted once its row has stayed unfinished and unchanged,
+        with no flow of this process on it, for longer than an RPC call may take
+        (``[DEFAULT] rpc_response_timeout``): by then its message is lost rather than
+        late, or its flow stopped (a crash, a conductor that did not answer). A build
+        ends in ERROR with a fault and releases what it held; a delete is completed.
+        """
+        grace = getattr(CONF, "rpc_response_timeout", DEFAULT_RPC_TIMEOUT)
+        now = time.monotonic()
+        unfinished = {}
+        for instance in InstanceList.get_by_host_and_node(context, self.host):
+            if instance.vm_state != states.BUILDING and not _being_deleted(instance):
+                continue
+            state = (instance.vm_state, instance.task_state, instance.updated_at)
+            seen, since = self._unfinished.get(instance.uuid, (state, now))
+            unfinished[instance.uuid] = (state, since if seen == state else now)
+            if seen == state and now - since >= grace:
+                self._finish(context, instance)
+        self._unfinished = unfinished
+
+    def _finish(self, context, instance):
+        try:
+            with self._instance_lock(instance.uuid, blocking=False):
+                if instance.vm_state == states.BUILDING:
+                    self._abort_build(context, instance)
+                else:
+                    LOG.info("Finishing the interrupted delete of %s", instance.uuid)
+                    self._delete(context, instance)
+        except lockutils.AcquireLockFailedException:
+            return  # a flow took it up meanwhile
+        except Exception:
+            LOG.exception("Could not finish the interrupted flow of %s", instance.uuid)
+
+    def _abort_build(self, context, instance):
+        LOG.warning(
+            "The build of %s on %s was interrupted; it ends in ERROR", instance.uuid, self.host
+        )
+        self._aborted.add(instance.uuid)
+        node = instance.node
+        error = exception.BuildAbortException(
+            instance_uuid=instance.uuid,
+            reason=f"it stopped on {self.host} before it ended (a crash, a lost message "
+            "or an unreachable conductor)",
+        )
+        instance.mark_error(error, self.host)
+        self._release(context, instance, node)
+
+    def _instance_lock(self, instance_uuid, blocking=True):
+        return lockutils.lock(
+            instance_uuid, semaphores=self._instance_locks, do_log=False, blocking=blocking
+        )
+
+
+def _being_deleted(instance):
+    """Whether a delete of ``instance`` began: ``deleting``, or DELETED but not yet
+    soft-deleted (as a local delete whose last step failed leaves it)."""
+    return instance.task_state == states.DELETING or instance.vm_state == states.DELETED

@@ -10,6 +10,7 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from conductor import scheduler
+from objects.instance_fault import InstanceFault
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception
 
@@ -39,13 +40,25 @@ class ComputeTaskManager:
 
     @_with_database
     def schedule_and_build_instances(self, context, instance, request_spec):
-        """Create ``instance`` (a new, unsaved Instance), pick a node and cast the build.
+        """Pick a node for ``instance`` (a new, unsaved Instance), create it there and
+        cast the build.
 
         Returns the created instance: BUILDING on its way to a node, or ERROR with a
-        "No valid host" fault when none fits.
+        "No valid host" fault when none fits. The row is written with its node chosen
+        already, so that whatever stops this call half-way, the compute that owns the
+        instance sees it and finishes it (``ComputeManager._finish_interrupted``).
         """
+        request_spec = dict(request_spec, tried=[])
+        try:
+            host, node = self._select(context, instance, request_spec)
+        except exception.NoValidHost as error:
+            instance.vm_state, instance.task_state = "error", None
+            instance.create()
+            InstanceFault.record(context, instance.uuid, error)
+            return instance
+        instance.host, instance.node, instance.task_state = host, node, "spawning"
         instance.create()
-        self._schedule(context, instance, dict(request_spec, tried=[]))
+        self.compute_rpcapi.build_and_run_instance(context, instance, host, node, request_spec)
         return instance
 
     @_with_database
@@ -60,14 +73,23 @@ class ComputeTaskManager:
 
     def _schedule(self, context, instance, request_spec):
         try:
+            host, node = self._select(context, instance, request_spec)
+        except exception.NoValidHost as error:
+            instance.mark_error(error)
+            return
+        instance.host, instance.node, instance.task_state = host, node, "spawning"
+        instance.save()
+        self.compute_rpcapi.build_and_run_instance(context, instance, host, node, request_spec)
+
+    @staticmethod
+    def _select(context, instance, request_spec):
+        """A (host, node) not tried yet, recorded as tried; ``NoValidHost`` if none."""
+        try:
             host, node = scheduler.select_destination(
                 context, instance, request_spec.get("numa_cells"), request_spec["tried"]
             )
         except exception.NoValidHost as error:
             LOG.info("No node for %s: %s", instance.uuid, error)
-            instance.mark_error(error)
-            return
-        instance.host, instance.node, instance.task_state = host, node, "spawning"
-        instance.save()
+            raise
         request_spec["tried"].append([host, node])
-        self.compute_rpcapi.build_and_run_instance(context, instance, host, node, request_spec)
+        return host, node
