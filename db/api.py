@@ -13,6 +13,7 @@ separate ``pci_device_create``, which refuses a device with any identity field m
 import dataclasses
 
 import sqlalchemy as sa
+from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 from sqlalchemy.orm import exc as orm_exc
@@ -33,6 +34,13 @@ PCI_REQUIRED_FIELDS = (
 _BOOKKEEPING = frozenset({"id", "created_at", "updated_at", "deleted", "deleted_at"})
 _PCI_IDENTITY = frozenset({"compute_node_id", "address"})
 _INSTANCE_EXTRA_FIELDS = frozenset({"flavor", "pci_requests", "numa_topology"})
+# NOTE: a writer that deadlocks with another transaction (an archive run, say) or
+# waits longer than innodb_lock_wait_timeout for a row lock is rolled back and run
+# again, a few times, after a short random pause; outermost, so that the whole
+# transaction is retried.
+_retry_on_deadlock = oslo_db_api.wrap_db_retry(
+    max_retries=5, retry_interval=0.1, max_retry_interval=2, retry_on_deadlock=True
+)
 
 
 def _columns(model):
@@ -96,6 +104,7 @@ def _now():
 # ---------------------------------------------------------------- compute nodes
 
 
+@_retry_on_deadlock
 @writer
 def compute_node_create(context, values):
     """Insert a compute node; ``ComputeNodeExists`` if host/node is already taken."""
@@ -140,6 +149,7 @@ def compute_node_get_all(context):
     return list(context.session.scalars(query))
 
 
+@_retry_on_deadlock
 @writer
 def compute_node_update(context, node_id, values):
     _check_values(models.ComputeNode, values)
@@ -149,6 +159,7 @@ def compute_node_update(context, node_id, values):
     return node
 
 
+@_retry_on_deadlock
 @writer
 def compute_node_delete(context, node_id):
     """Soft-delete a compute node together with its live PCI devices."""
@@ -164,6 +175,7 @@ def compute_node_delete(context, node_id):
 # -------------------------------------------------------------------- instances
 
 
+@_retry_on_deadlock
 @writer
 def instance_create(context, values, extra=None):
     """Insert an instance and its ``instance_extra`` row in one transaction.
@@ -215,6 +227,7 @@ def instance_get_all_by_host_and_node(context, host, node=None):
     return list(context.session.scalars(query.order_by(models.Instance.id)))
 
 
+@_retry_on_deadlock
 @writer
 def instance_update(context, uuid, values):
     _check_values(models.Instance, values, forbidden=_BOOKKEEPING | {"uuid"})
@@ -224,6 +237,7 @@ def instance_update(context, uuid, values):
     return instance
 
 
+@_retry_on_deadlock
 @writer
 def instance_destroy(context, uuid):
     """Soft-delete an instance. What it owns stays until archiving moves it along."""
@@ -242,6 +256,7 @@ def instance_extra_get_by_instance_uuid(context, uuid):
     )
 
 
+@_retry_on_deadlock
 @writer
 def instance_extra_update_by_uuid(context, uuid, values):
     _check_values(models.InstanceExtra, values, forbidden=_BOOKKEEPING | {"instance_uuid"})
@@ -265,6 +280,7 @@ def _insert_owned(context, model, values):
     return row
 
 
+@_retry_on_deadlock
 @writer
 def action_start(context, values):
     """Record that an action (create, delete, ...) started on an instance."""
@@ -273,6 +289,7 @@ def action_start(context, values):
     return _insert_owned(context, models.InstanceAction, values)
 
 
+@_retry_on_deadlock
 @writer
 def action_event_start(context, action_id, values):
     """Record that an event of an action started, e.g. a compute's build step."""
@@ -283,6 +300,7 @@ def action_event_start(context, action_id, values):
     return _insert_owned(context, models.InstanceActionEvent, values)
 
 
+@_retry_on_deadlock
 @writer
 def action_event_finish(context, event_id, result, details=None):
     event = context.session.scalar(_live(models.InstanceActionEvent).filter_by(id=event_id))
@@ -301,6 +319,7 @@ def actions_get(context, instance_uuid):
     return list(context.session.scalars(query.order_by(models.InstanceAction.id)))
 
 
+@_retry_on_deadlock
 @writer
 def instance_fault_create(context, values):
     """Record why an instance failed (code, message, details, host)."""
@@ -350,6 +369,7 @@ def _add_devices(context, node_id, new_devices):
         raise exception.ComputeNodeNotFound(node_id=node_id)
 
 
+@_retry_on_deadlock
 @writer
 def pci_device_create(context, values):
     """Insert one PCI device.
@@ -364,6 +384,7 @@ def pci_device_create(context, values):
     return device
 
 
+@_retry_on_deadlock
 @writer
 def pci_device_update(context, node_id, address, values):
     """Update the one live device at (node_id, address) and return it.
@@ -408,6 +429,7 @@ def _soft_delete_device(device):
     device.soft_delete()
 
 
+@_retry_on_deadlock
 @writer
 def pci_device_destroy(context, node_id, address):
     """Soft-delete the live device at (node_id, address); ``PciDeviceNotFound`` if none."""
@@ -488,6 +510,7 @@ class PciDeviceBatchResult:
     missing: list = dataclasses.field(default_factory=list)
 
 
+@_retry_on_deadlock
 @writer
 def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), expected=None):
     """Write a node's changed devices in one transaction; a ``PciDeviceBatchResult``.
@@ -534,6 +557,7 @@ def _check_batch(node_id, create, update, expected):
 # --------------------------------------------------------------------- services
 
 
+@_retry_on_deadlock
 @writer
 def service_create(context, values):
     """Insert a service record; ``ServiceExists`` when host and binary are taken."""
@@ -557,6 +581,7 @@ def service_get_all_by_binary(context, binary):
     return list(context.session.scalars(query))
 
 
+@_retry_on_deadlock
 @writer
 def service_update(context, service_id, values):
     _check_values(models.Service, values)
