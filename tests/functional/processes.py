@@ -2,7 +2,9 @@
 
 ``ConductorProcess`` starts the installed ``pcisim-conductor`` console script with a
 configuration file, collects everything it logs, and stops it with SIGTERM as an
-operator's service manager does. ``run_module`` runs a module of this test suite
+operator's service manager does (or with SIGKILL, as a crash does, and starts it
+again). ``PausingComputeProcess`` is a compute that a test can hold at an injection
+point (``Gate``). ``run_module`` runs a module of this test suite
 (``python -m tests.functional.NAME``) to its end, ``run_python`` any Python code.
 
 A child reads only the configuration file it is given: the environment passed on is
@@ -128,47 +130,72 @@ class ServiceProcess:
         self.config_file = pathlib.Path(config_file)
         self.topic = topic  # the topic the configuration file names, for clients
         self.process = None
-        self.lines = []
+        self.lines = []  # of every run, when it was started again
+        self.run_began = 0  # the index in ``lines`` of this run's first line
         self._reader = None
 
     @property
     def output(self):
         return "".join(self.lines)
 
+    @property
+    def run_output(self):
+        """What the current (or last) run logged."""
+        return "".join(self.lines[self.run_began :])
+
+    def command(self):
+        return [str(console_script(self.script)), "--config-file", str(self.config_file)]
+
+    def environment(self):
+        return environment()
+
     def start(self, timeout=START_TIMEOUT):
         """Start the service and wait until it logs that it is listening."""
+        self.run_began = len(self.lines)
         self.process = subprocess.Popen(
-            [str(console_script(self.script)), "--config-file", str(self.config_file)],
+            self.command(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=environment(),
+            env=self.environment(),
             cwd=self.config_file.parent,
         )
-        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
         self._reader.start()
         self.wait_for(self.listening, timeout)
         return self
 
-    def _read(self):
-        for line in self.process.stdout:
+    def _read(self, process):
+        for line in process.stdout:
             self.lines.append(line)
 
-    def wait_for(self, text, timeout):
-        """Wait until the service has logged ``text``; fail if it exits first."""
+    def mark(self):
+        """A place in the output, for ``wait_for(..., since=mark)``."""
+        return len(self.lines)
+
+    def logged_since(self, mark):
+        return "".join(self.lines[max(mark, self.run_began) :])
+
+    def wait_for(self, text, timeout, since=None):
+        """Wait until this run has logged ``text`` (after the ``mark()`` ``since``);
+        fail if it exits first."""
+        since = self.run_began if since is None else since
         deadline = time.monotonic() + timeout
-        while text not in self.output:
+        while text not in self.logged_since(since):
             if self.process.poll() is not None:
                 self._reader.join(timeout=5)
-                if text in self.output:
+                if text in self.logged_since(since):
                     return
                 raise AssertionError(
                     f"{self.script} exited with {self.process.returncode} before "
                     f"logging {text!r}:\n{self.output}"
                 )
             if time.monotonic() > deadline:
-                raise AssertionError(f"no {text!r} within {timeout} s:\n{self.output}")
+                raise AssertionError(f"no {text!r} within {timeout} s:\n{self.run_output}")
             time.sleep(0.05)
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
 
     def terminate(self, timeout=STOP_TIMEOUT):
         """Send SIGTERM and return the exit code; ``TimeoutExpired`` if it lingers."""
@@ -178,7 +205,10 @@ class ServiceProcess:
         return returncode
 
     def kill(self):
-        """Make sure the child is gone (after a failed test, too); harmless if it is."""
+        """Make sure the child is gone (after a failed test, too); harmless if it is.
+
+        SIGKILL, as a crash or the OOM killer ends a process: nothing of it runs on.
+        """
         if self.process is None:
             return
         if self.process.poll() is None:
@@ -186,6 +216,11 @@ class ServiceProcess:
             self.process.wait(timeout=STOP_TIMEOUT)
         self._reader.join(timeout=5)
         self.process.stdout.close()
+
+    def restart(self, timeout=START_TIMEOUT):
+        """Kill the service if it runs, and start it again with the same configuration."""
+        self.kill()
+        return self.start(timeout)
 
     def __enter__(self):
         try:
@@ -214,4 +249,69 @@ class ApiProcess(ServiceProcess):
 
     @property
     def url(self):
-        return re.search(r"pcisim API listening on (http://\S+)", self.output).group(1)
+        return re.search(r"pcisim API listening on (http://\S+)", self.run_output).group(1)
+
+
+class Gate:
+    """Holds a flow of a ``PausingComputeProcess`` at an injection point.
+
+    ``arm()`` closes the gate; the next flow of the compute to reach the point takes
+    it, says so (``wait_reached`` returns its details: the instance's uuid, or the
+    node), and waits there until ``release()``, or until the compute is killed. Files
+    in a directory shared with the compute are the signals, so that a test sees the
+    flow exactly at the point, whatever the timing.
+    """
+
+    def __init__(self, directory, point):
+        self.directory = pathlib.Path(directory)
+        self.point = point
+
+    def _file(self, state):
+        return self.directory / f"{state}-{self.point}"
+
+    def arm(self):
+        for state in ("taken", "reached", "release"):
+            self._file(state).unlink(missing_ok=True)
+        self._file("arm").touch()
+        return self
+
+    def wait_reached(self, timeout=START_TIMEOUT):
+        """The details of the flow held at the point, once one is."""
+        deadline = time.monotonic() + timeout
+        while not self._file("reached").exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no flow reached {self.point} within {timeout} s")
+            time.sleep(0.01)
+        return self._file("reached").read_text()
+
+    def release(self):
+        self._file("release").touch()
+
+    def disarm(self):
+        self._file("arm").unlink(missing_ok=True)
+
+
+class PausingComputeProcess(ComputeProcess):
+    """``pcisim-compute`` whose flows a ``Gate`` can hold at an injection point
+    (``python -m tests.functional.pausing_compute``, which runs the same ``main``)."""
+
+    def __init__(self, config_file, gates):
+        super().__init__(config_file)
+        self.gates = pathlib.Path(gates)
+
+    def command(self):
+        return [
+            sys.executable,
+            "-m",
+            "tests.functional.pausing_compute",
+            "--config-file",
+            str(self.config_file),
+        ]
+
+    def environment(self):
+        env = environment(PCISIM_TEST_GATES=str(self.gates))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        return env
+
+    def gate(self, point):
+        return Gate(self.gates, point)
