@@ -28,8 +28,8 @@ wrapping those functions in this process for a separate series of calls.
 Calls of every case are interleaved, so a noisy neighbour slows all of them alike.
 A row's figure is the median of the runs' medians; min-max spans the runs' medians.
 Single calls cost the same however many are made; a batch costs a round trip plus a
-part that grows linearly with its devices (about 0.3 ms per device here, mostly
-serializing the objects both ways and the ORM flush).
+part that grows linearly with its devices (about half a millisecond per device here,
+over half of it serializing the devices, which travel both ways).
 
     python -m bench.rpc [--quick] [--runs N] [--profile]
 """
