@@ -1,7 +1,5 @@
 """PCI devices of a compute node, as the compute's PCI tracker and the API see them."""
 
-import types
-
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
 
@@ -162,10 +160,14 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
         set; the rest of the row is this device's own fields, which the conductor need
         not read back (a field never set is a NULL column).
         """
-        row = dict.fromkeys(self.fields)
-        row.update((name, getattr(self, name)) for name in self._set_field_names())
-        row.update(self._db_values(self._set_field_names()), **written)
-        return self._from_db_object(context, PciDevice(), types.SimpleNamespace(**row))
+        own = {name: getattr(self, name) for name in self._set_field_names()}
+        values = {**dict.fromkeys(self.fields), **own, **written}
+        values["deleted"] = bool(values["deleted"])
+        if "extra_info" in written or values["extra_info"] is None:
+            values["extra_info"] = jsonutils.loads(written.get("extra_info") or "{}")
+        stored = PciDevice(context, **values)
+        stored.obj_reset_changes()
+        return stored
 
     def _adopt(self, stored):
         """Take what the database decided (id, timestamps, deletion) and forget the
