@@ -169,7 +169,17 @@ def _read_document(path, where):
             return json.loads(text, object_pairs_hook=_json_object)
         return yaml.load(text, Loader=_UniqueKeyLoader)
     except (ValueError, yaml.YAMLError) as error:
-        raise where.error(f"is not valid {'JSON' if is_json else 'YAML'}: {error}")
+        raise where.error(f"is not valid {'JSON' if is_json else 'YAML'}: {_one_line(error)}")
+
+
+def _one_line(error):
+    """PyYAML's message without the lines it draws under the text: one line, with the
+    place of the problem."""
+    problem, mark = getattr(error, "problem", None), getattr(error, "problem_mark", None)
+    if problem is None:
+        return " ".join(str(error).split())
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"{problem}{where}"
 
 
 def _json_object(pairs):

@@ -7,7 +7,8 @@
     pcisim hypervisor list | show ID
     pcisim trace [REQUEST_ID] [--mermaid] [--list] [--file F]
 
-The API's address comes from ``--url``, else ``PCISIM_URL``, else http://127.0.0.1:8774.
+The API's address comes from ``--url``, else ``PCISIM_URL``, else http://127.0.0.1:8774;
+its token (``[api] auth_token``) from ``--token``, else ``PCISIM_TOKEN``.
 ``pcisim trace`` reads what a service started with ``--trace`` recorded (``--file``, else
 ``PCISIM_TRACE_FILE``, else ./state/trace.jsonl). Errors print one line naming the problem
 and exit 1.
@@ -18,6 +19,8 @@ import json
 import os
 import sys
 import time
+import urllib.parse
+import uuid
 
 import prettytable
 
@@ -54,7 +57,9 @@ def add_parsers(subparsers):
     )
     create = server.add_parser("create", help="boot a server", parents=[common])
     create.add_argument("name")
-    create.add_argument("--pci", metavar="ALIAS:COUNT[,ALIAS:COUNT]", help="PCI devices")
+    create.add_argument(
+        "--pci", type=_non_empty, metavar="ALIAS:COUNT[,ALIAS:COUNT]", help="PCI devices"
+    )
     create.add_argument("--vcpus", type=int, default=1)
     create.add_argument("--memory", type=int, default=512, metavar="MB")
     create.add_argument("--disk", type=int, default=1, metavar="GB")
@@ -62,10 +67,10 @@ def add_parsers(subparsers):
     create.set_defaults(run=server_create)
     server.add_parser("list", help="list servers", parents=[common]).set_defaults(run=server_list)
     show = server.add_parser("show", help="show a server and its devices", parents=[common])
-    show.add_argument("id")
+    show.add_argument("id", type=_server_id)
     show.set_defaults(run=server_show)
     delete = server.add_parser("delete", help="delete a server", parents=[common])
-    delete.add_argument("id")
+    delete.add_argument("id", type=_server_id)
     delete.add_argument("--wait", action="store_true", help="wait until it is gone")
     delete.set_defaults(run=server_delete)
 
@@ -73,8 +78,9 @@ def add_parsers(subparsers):
         dest="action", required=True, metavar="ACTION"
     )
     listing = pci.add_parser("list", help="list devices", parents=[common])
-    for name in ("host", "status", "type", "server"):
+    for name in ("host", "status", "type"):
         listing.add_argument(f"--{name}")
+    listing.add_argument("--server", type=_server_id)
     listing.set_defaults(run=pci_list)
     tree = pci.add_parser("tree", help="a host's PFs with their VFs", parents=[common])
     tree.add_argument("host")
@@ -89,7 +95,7 @@ def add_parsers(subparsers):
     show = hypervisor.add_parser(
         "show", help="show a node, its usage and PCI pools", parents=[common]
     )
-    show.add_argument("id", type=int)
+    show.add_argument("id", type=_node_id)
     show.set_defaults(run=hypervisor_show)
 
     flow = subparsers.add_parser(
@@ -109,7 +115,8 @@ def add_parsers(subparsers):
 def _options_after_the_command():
     """--url and -f accepted after the command too, overriding those given before."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=argparse.SUPPRESS, help="the pcisim API")
+    common.add_argument("--url", type=_api_url, default=argparse.SUPPRESS, help="the pcisim API")
+    common.add_argument("--token", default=argparse.SUPPRESS, help="the API's token")
     common.add_argument("-f", "--format", choices=("table", "json"), default=argparse.SUPPRESS)
     return common
 
@@ -117,10 +124,50 @@ def _options_after_the_command():
 def add_global_options(parser):
     parser.add_argument(
         "--url",
+        type=_api_url,
         default=os.environ.get("PCISIM_URL", api_client.DEFAULT_URL),
         help="the pcisim API (default: $PCISIM_URL or %(default)s)",
     )
+    # NOTE: the help never shows the default: it would print the token.
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("PCISIM_TOKEN"),
+        help="the API's [api] auth_token, sent as X-Auth-Token (default: $PCISIM_TOKEN)",
+    )
     parser.add_argument("-f", "--format", choices=("table", "json"), default="table")
+
+
+# ------------------------------------------------------------ argument types
+
+
+def _api_url(text):
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    return text
+
+
+def _server_id(text):
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a server id (a UUID)") from None
+
+
+def _node_id(text):
+    if not (text.isascii() and text.isdigit()) or int(text) > 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a hypervisor id (a number)")
+    return int(text)
+
+
+def _non_empty(text):
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty")
+    return text
 
 
 # ------------------------------------------------------------------ output
@@ -204,7 +251,7 @@ def pci_tree(args, client):
         if args.host in (n["host"], n["hypervisor_hostname"])
     ]
     if not node_ids:
-        raise api_client.ApiError(404, "hypervisor.not_found", f"no hypervisor {args.host}")
+        raise api_client.ApiError(404, "hypervisor.not_found", f"no hypervisor {args.host!r}")
     trees = [client.request("GET", f"/hypervisors/{n}/pci-tree") for n in node_ids]
     if args.format == "json":
         print(json.dumps(trees, indent=2))
@@ -275,11 +322,14 @@ def _wait_gone(client, path, timeout=120.0):
 
 def run(args):
     """Run the parsed command; returns the exit code."""
-    client = api_client.Client(args.url)
+    client = api_client.Client(args.url, token=args.token)
     try:
         return args.run(args, client) or 0
+    except api_client.ApiError as error:
+        hint = "; give the API's token with --token or PCISIM_TOKEN" if error.status == 401 else ""
+        print(f"pcisim: {error}{hint}", file=sys.stderr)
+        return 1
     except (
-        api_client.ApiError,
         api_client.Unreachable,
         TimeoutError,
         exception.TraceUnavailable,

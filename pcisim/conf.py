@@ -85,8 +85,19 @@ compute_opts = [
 ]
 
 api_opts = [
-    cfg.HostAddressOpt("listen", default="127.0.0.1", help="Address the HTTP API listens on."),
+    cfg.HostAddressOpt(
+        "listen",
+        default="127.0.0.1",
+        help="Address the HTTP API listens on. Any address but a loopback one needs "
+        "[api] auth_token.",
+    ),
     cfg.PortOpt("port", default=8774, help="Port the HTTP API listens on."),
+    cfg.StrOpt(
+        "auth_token",
+        secret=True,
+        help="Token every HTTP API request must carry in its X-Auth-Token header; unset, "
+        "the API takes requests without one and listens only on a loopback address.",
+    ),
 ]
 
 scheduler_opts = [

@@ -7,6 +7,7 @@ itself, in the compute that called it. Any other remote exception arrives as
 """
 
 import re
+from urllib import parse
 
 import oslo_messaging as messaging
 from kombu.transport import memory as memory_transport
@@ -18,8 +19,10 @@ from pcisim import context as pcisim_context
 from pcisim import trace
 
 ALLOWED_EXMODS = ["pcisim.exception", "oslo_versionedobjects.exception"]
-# user:password@ after the scheme or after a comma (a URL may list several hosts)
-_CREDENTIALS = re.compile(r"(://|,)([^:/@,]*):([^@/]*)@")
+# user:password@ after the scheme or after a comma (a URL may list several hosts). The
+# password runs to the last "@" before the host, so that one holding "@", "/" or ","
+# unescaped is masked whole; text that only looks like credentials is masked too.
+_CREDENTIALS = re.compile(r"(://|,)([^:/@,\s]*):(.*?)@(?=[^@/,\s]*(?:[/,?\s]|$))")
 
 
 IN_PROCESS_POLL_SECONDS = 0.001
@@ -58,8 +61,20 @@ def get_transport(conf=pcisim_conf.CONF, url=None):
 
 
 def safe_url(url):
-    """``url`` with any password replaced by ``***``, for logs."""
+    """``url`` (or any text holding URLs) with every password replaced by ``***``, for
+    logs and messages."""
     return _CREDENTIALS.sub(r"\1\2:***@", url)
+
+
+def masked(text, *urls):
+    """``text``, such as a library's error message about ``urls``, with no password of
+    theirs left in it: in URL form, or alone (as a parser may quote a bad part)."""
+    text = safe_url(str(text))
+    for url in urls:
+        for match in _CREDENTIALS.finditer(url or ""):
+            for password in {match.group(3), parse.unquote(match.group(3))} - {""}:
+                text = text.replace(password, "***")
+    return text
 
 
 class RequestContextSerializer(messaging.Serializer):

@@ -1,20 +1,56 @@
 """Serving the HTTP API: waitress, a production WSGI server, as an oslo.service Service."""
 
+import ipaddress
+import socket
 import threading
 
 import waitress
 from oslo_log import log as logging
 from oslo_service import service
 
+from pcisim import exception
+
 LOG = logging.getLogger(__name__)
+
+
+def check_listen(host, auth_token):
+    """Refuse to serve where other machines can reach the API without a token.
+
+    Raises ``ApiAuthTokenRequired`` naming ``host`` when, without ``auth_token``, it
+    resolves to any address that is not a loopback one (``0.0.0.0``, ``::``, a LAN
+    address), and ``InvalidConfigValue`` when it does not resolve.
+    """
+    if auth_token:
+        return
+    if not all(_is_loopback(address) for address in _addresses(host)):
+        raise exception.ApiAuthTokenRequired(address=host)
+
+
+def _addresses(host):
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as error:
+        reason = f"{host} does not resolve: {getattr(error, 'strerror', None) or error}"
+        raise exception.InvalidConfigValue(option="[api] listen", reason=reason) from None
+    return {info[4][0] for info in infos}
+
+
+def _is_loopback(address):
+    ip = ipaddress.ip_address(address.partition("%")[0])  # NOTE: an IPv6 scope, fe80::1%eth0
+    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
 class WSGIService(service.Service):
     """Serves ``app`` on ``host``:``port`` (0 picks a free port) until stopped."""
 
     def __init__(self, app, host="127.0.0.1", port=0, threads=8):
+        """Bind ``host``:``port`` now; ``OSError`` naming them if that is impossible."""
         super().__init__()
-        self.server = waitress.create_server(app, host=host, port=port, threads=threads)
+        try:
+            self.server = waitress.create_server(app, host=host, port=port, threads=threads)
+        except OSError as error:
+            message = f"cannot listen on {host}:{port}: {error.strerror or error}"
+            raise OSError(error.errno, message) from None
         self._thread = None
 
     @property

@@ -1,12 +1,18 @@
 """Entry points of pcisim's commands."""
 
+import re
 import sys
 
+import oslo_messaging as messaging
 from oslo_config import cfg
+from oslo_db import exception as db_exc
 from oslo_log import log as logging
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import url as sa_url
 
+from db import engine
 from pcisim import conf as pcisim_conf
-from pcisim import trace
+from pcisim import exception, rpc, trace
 
 
 def prepare(binary, argv=None):
@@ -14,9 +20,84 @@ def prepare(binary, argv=None):
     a message naming what is wrong with them."""
     try:
         pcisim_conf.parse_args(sys.argv[1:] if argv is None else argv)
-    except cfg.Error as error:
+        check_values(pcisim_conf.CONF)
+    except (cfg.Error, exception.InvalidConfigValue) as error:
         sys.exit(f"{binary}: {error}")
     logging.setup(pcisim_conf.CONF, "pcisim")
+
+
+def check_values(conf):
+    """Read every option once, so that a value of the wrong type or out of range stops
+    the command now, naming the option and its file, instead of failing in a thread
+    later. Raises ``InvalidConfigValue``."""
+    for key in list(conf):
+        value = _value(conf, "DEFAULT", key)
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for name in list(value):
+                _value(value, key, name)
+
+
+# NOTE: what oslo.config says of a bad value; get_location() would raise the same error.
+_BAD_VALUE = re.compile(r"LocationInfo\(.*?detail='(?P<file>[^']*)'\) is not valid: (?P<reason>.*)")
+
+
+def _value(holder, group, name):
+    try:
+        return holder[name]
+    except cfg.ConfigSourceValueError as error:
+        found = _BAD_VALUE.search(str(error))
+        where = f" in {found['file']}" if found and found["file"] else ""
+        reason = found["reason"] if found else str(error)
+        raise exception.InvalidConfigValue(option=f"[{group}] {name}{where}", reason=reason)
+
+
+def check_transport_url(binary, url=None):
+    """Exit naming ``[DEFAULT] transport_url`` (its password masked) when no transport
+    can be made of it: a malformed URL, or a driver that is not installed."""
+    url = url or pcisim_conf.CONF.transport_url
+    try:
+        rpc.get_transport(url=url).cleanup()
+    except (messaging.MessagingException, ValueError, ImportError) as error:
+        invalid = exception.InvalidConfigValue(
+            option="[DEFAULT] transport_url", reason=rpc.masked(f"{url}: {error}", url)
+        )
+        sys.exit(f"{binary}: {invalid}")
+
+
+def check_database_url(url):
+    """Raise ``InvalidConfigValue`` naming ``[database] connection`` (its password
+    masked) when SQLAlchemy cannot use it: malformed, or of a dialect or driver that is
+    not installed. Nothing is connected to."""
+    try:
+        sa_url.make_url(url).get_dialect().import_dbapi()
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError, ImportError) as error:
+        reason = rpc.masked(f"{url}: {error}", url)
+        raise exception.InvalidConfigValue(option="[database] connection", reason=reason)
+
+
+def configure_database():
+    """Point the DB API at the configured database after checking its URL; raises
+    ``InvalidConfigValue`` instead of touching anything when it is unusable."""
+    url = pcisim_conf.database_connection()
+    check_database_url(url)
+    try:
+        engine.configure()
+    except OSError as error:
+        reason = rpc.masked(f"{url}: cannot create its directory: {error}", url)
+        raise exception.InvalidConfigValue(option="[database] connection", reason=reason)
+
+
+# NOTE: oslo.db translates a refused MySQL connection into DBConnectionError, but not
+# libpq's "connection to server ... failed", which stays SQLAlchemy's OperationalError.
+UNREACHABLE_DATABASE = (db_exc.DBConnectionError, sa_exc.OperationalError)
+DATABASE_ERRORS = (db_exc.DBError, sa_exc.OperationalError)
+
+
+def database_error(error, url):
+    """One line saying why the database at ``url`` failed, without its password
+    (SQLAlchemy adds a second line pointing to its documentation)."""
+    cause = getattr(getattr(error, "inner_exception", None), "orig", None) or error
+    return rpc.masked(str(cause).splitlines()[0], url)
 
 
 def prepare_service(binary, argv=None):

@@ -3,7 +3,9 @@
     pcisim-api [--config-file F] [--trace]
 
 Listens on ``[api] listen``:``[api] port``; names PCI requests with ``[pci] alias``.
-Every read and write goes to the conductor over RPC. SIGTERM and SIGINT stop it.
+Refuses to listen on an address other than a loopback one without ``[api] auth_token``,
+which every request must then carry in ``X-Auth-Token``. Every read and write goes to
+the conductor over RPC. SIGTERM and SIGINT stop it.
 """
 
 import sys
@@ -25,13 +27,19 @@ def build_service():
     """The API service of this process, which acts through the conductor only."""
     try:
         aliases = request.parse_aliases(CONF.pci.alias)
+        wsgi.check_listen(CONF.api.listen, CONF.api.auth_token)
     except exception.Invalid as error:
         sys.exit(f"{BINARY}: {error}")
+    cmd.check_transport_url(BINARY)
     transport = rpc.get_transport()
     objects_base.set_indirection_api(conductor_rpcapi.ConductorAPI(transport))
     dbaccess.forbid(BINARY)
-    app = api_app.create_app(api_app.Api(compute=compute_api.API(transport, aliases)))
-    return wsgi.WSGIService(app, CONF.api.listen, CONF.api.port)
+    api = api_app.Api(compute=compute_api.API(transport, aliases))
+    app = api_app.create_app(api, auth_token=CONF.api.auth_token)
+    try:
+        return wsgi.WSGIService(app, CONF.api.listen, CONF.api.port)
+    except OSError as error:
+        sys.exit(f"{BINARY}: {error.strerror}")
 
 
 def main(argv=None):

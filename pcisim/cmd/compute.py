@@ -47,6 +47,7 @@ def run_as_compute_process():
 def main(argv=None):
     cmd.prepare_service(BINARY, argv)
     driver, specs = load_driver_and_specs()
+    cmd.check_transport_url(BINARY)
     run_as_compute_process()
     service = compute_service.ComputeService(CONF.host, driver, specs)
     pcisim_service.serve([service], reload=driver.reload)

@@ -6,14 +6,14 @@ Refuses to start, naming the command to run, when the database schema is not at 
 newest revision. Stops cleanly on SIGTERM or SIGINT.
 """
 
+import os
 import sys
 
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
 from conductor import service as conductor_service
-from db import engine, migration
-from pcisim import cmd
+from db import migration, sqlite
+from pcisim import cmd, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service
 
@@ -27,21 +27,35 @@ def build_service():
     return conductor_service.ConductorService()
 
 
+def check_database_exists(url):
+    """Exit with instructions, creating nothing, when the SQLite file is not there."""
+    if sqlite.is_file_url(url) and not os.path.exists(sqlite.file_path(url)):
+        sys.exit(f"{BINARY}: the database {url} does not exist; run: pcisim-manage db sync")
+
+
 def check_schema():
     """Exit with instructions when the schema is missing or out of date."""
     current, head = migration.db_version(), migration.head_revision()
     if current != head:
         sys.exit(
-            f"{BINARY}: the database {pcisim_conf.database_connection()} is at schema "
-            f"revision {current}, not {head}; run: pcisim-manage db sync"
+            f"{BINARY}: the database {rpc.safe_url(pcisim_conf.database_connection())} is at "
+            f"schema revision {current}, not {head}; run: pcisim-manage db sync"
         )
 
 
 def main(argv=None):
     cmd.prepare_service(BINARY, argv)
-    engine.configure()
+    cmd.check_transport_url(BINARY)
+    url = pcisim_conf.database_connection()
     try:
+        check_database_exists(url)
+        cmd.configure_database()
         check_schema()
-    except db_exc.DBConnectionError as error:
-        sys.exit(f"{BINARY}: cannot reach the database: {error}")
+    except exception.InvalidConfigValue as error:
+        sys.exit(f"{BINARY}: {error}")
+    except cmd.DATABASE_ERRORS as error:
+        sys.exit(
+            f"{BINARY}: cannot reach the database {rpc.safe_url(url)}: "
+            f"{cmd.database_error(error, url)}"
+        )
     pcisim_service.serve([build_service()])

@@ -21,13 +21,12 @@ import prettytable
 from dateutil import parser as date_parser
 from dateutil import tz
 from oslo_config import cfg
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
-from db import archive, engine, migration
+from db import archive, migration
+from pcisim import cmd, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
-from pcisim import exception
 
 CONF = pcisim_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -241,20 +240,22 @@ def main(argv=None):
     CONF.register_cli_opt(CATEGORY_OPT)
     try:
         pcisim_conf.parse_args(argv)
-    except cfg.Error as error:
+        cmd.check_values(CONF)
+        cmd.configure_database()
+    except (cfg.Error, exception.InvalidConfigValue) as error:
         print(f"pcisim-manage: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     action = CONF.category.action
+    url = pcisim_conf.database_connection()
     try:
-        engine.configure()
         return _run(action)
-    except db_exc.DBConnectionError as error:
-        url = pcisim_conf.database_connection()
-        print(f"Cannot reach the database {url}: {error}", file=sys.stderr)
+    except cmd.UNREACHABLE_DATABASE as error:
+        reason = cmd.database_error(error, url)
+        print(f"Cannot reach the database {rpc.safe_url(url)}: {reason}", file=sys.stderr)
         return EXIT_ARCHIVE_UNREACHABLE if action == "archive_deleted_rows" else EXIT_UNEXPECTED
     except Exception as error:
         LOG.exception("pcisim-manage db %s failed", action)
-        print(f"pcisim-manage db {action} failed: {error}", file=sys.stderr)
+        print(f"pcisim-manage db {action} failed: {rpc.masked(error, url)}", file=sys.stderr)
         return EXIT_UNEXPECTED
 
 

@@ -21,7 +21,7 @@ from compute import driver as compute_driver
 from compute import service as compute_service
 from conductor import rpcapi as conductor_rpcapi
 from conductor import service as conductor_service
-from db import engine, migration
+from db import migration
 from objects import base as objects_base
 from pci import devspec, request
 from pcisim import cmd, dbaccess, exception, rpc, trace, wsgi
@@ -31,6 +31,7 @@ from pcisim.api import app as api_app
 
 LOG = logging.getLogger(__name__)
 CONF = pcisim_conf.CONF
+BINARY = "pcisim up"
 
 cli_opts = [
     cfg.IntOpt(
@@ -75,12 +76,17 @@ def drivers():
 
 
 def build(transport_url=None):
-    """Every service of the all-in-one, ready to launch, and the API's URL."""
-    engine.configure()
-    migration.db_sync()
+    """Every service of the all-in-one, ready to launch, and the API's URL.
+
+    The configuration is checked whole before the database is touched, so that a bad
+    value leaves the state as it was.
+    """
     specs = devspec.DeviceSpecList.from_config(CONF.pci.device_spec or DEFAULT_DEVICE_SPEC)
     aliases = request.parse_aliases(CONF.pci.alias or DEFAULT_ALIASES)
     hosts = drivers()
+    wsgi.check_listen(CONF.api.listen, CONF.api.auth_token)
+    cmd.configure_database()
+    migration.db_sync()
     conductor = conductor_service.ConductorService(transport_url)
     dbaccess.forbid("pcisim up (outside the conductor)")
     transport = rpc.get_transport(url=transport_url)
@@ -89,7 +95,9 @@ def build(transport_url=None):
         compute_service.ComputeService(host, driver, specs, transport_url)
         for host, driver in hosts.items()
     ]
-    app = api_app.create_app(api_app.Api(compute=compute_api.API(transport, aliases)))
+    app = api_app.create_app(
+        api_app.Api(compute=compute_api.API(transport, aliases)), auth_token=CONF.api.auth_token
+    )
     api = wsgi.WSGIService(app, CONF.api.listen, CONF.api.port if CONF.port is None else CONF.port)
     return [conductor, *computes, api], api.url
 
@@ -126,11 +134,20 @@ def _trace_hint():
 
 def main(argv):
     CONF.register_cli_opts(cli_opts)
-    cmd.prepare_service("pcisim up", argv)
+    cmd.prepare_service(BINARY, argv)
+    cmd.check_transport_url(BINARY)
     try:
         services, url = build()
-    except (exception.Invalid, OSError) as error:
-        sys.exit(f"pcisim up: {error}")
+    except exception.Invalid as error:
+        sys.exit(f"{BINARY}: {error}")
+    except OSError as error:
+        sys.exit(f"{BINARY}: {error.strerror or error}")
+    except cmd.DATABASE_ERRORS as error:
+        database = pcisim_conf.database_connection()
+        sys.exit(
+            f"{BINARY}: cannot reach the database {rpc.safe_url(database)}: "
+            f"{cmd.database_error(error, database)}"
+        )
 
     def started():
         wait_until_serving(services)
