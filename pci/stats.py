@@ -28,6 +28,13 @@ from pcisim import exception
 
 REQUEST_ONLY_TYPES = frozenset({PciDeviceType.SRIOV_PF, PciDeviceType.VDPA})
 LEGACY, REQUIRED, PREFERRED, SOCKET = "legacy", "required", "preferred", "socket"
+# What a device's claim raises when its status or its relatives' forbid it.
+CLAIM_REFUSALS = (
+    exception.PciDeviceInvalidStatus,
+    exception.PciDeviceInvalidOwner,
+    exception.PciDeviceVFInvalidStatus,
+    exception.PciDevicePFInvalidStatus,
+)
 
 
 @dataclasses.dataclass(eq=False)
@@ -161,7 +168,8 @@ class PciDeviceStats:
         """Pick and claim devices for every request, or raise and claim nothing.
 
         Returns the claimed devices. Raises ``PciDeviceRequestFailed`` when the
-        requests do not fit.
+        requests do not fit, or when a device of the plan refuses its claim: then the
+        devices claimed before it are freed again.
         """
         plan = self._plan(requests, numa_cells)
         if plan is None:
@@ -169,12 +177,25 @@ class PciDeviceStats:
                 requests=_describe(requests), reason="not enough free devices that match"
             )
         claimed = []
-        for request, devices in plan:
-            for device in devices:
-                for changed in device.claim(instance_uuid, request.request_id):
-                    self.update_device(changed)
-                claimed.append(device)
+        try:
+            for request, devices in plan:
+                for device in devices:
+                    self._apply(device.claim(instance_uuid, request.request_id))
+                    claimed.append(device)
+        except CLAIM_REFUSALS as error:
+            # NOTE: a pool held a device its relatives keep from being claimed; the
+            # claims made so far must not outlive the request, or those devices would
+            # stay out of their pools, held by nobody.
+            for device in reversed(claimed):
+                self._apply(device.free(instance_uuid))
+            raise exception.PciDeviceRequestFailed(
+                requests=_describe(requests), reason=str(error)
+            ) from error
         return claimed
+
+    def _apply(self, changed):
+        for device in changed:
+            self.update_device(device)
 
     def _plan(self, requests, numa_cells):
         """[(request, devices)] that satisfy every request together, or None."""
