@@ -71,6 +71,19 @@ def pf_status_for(vfs):
     return S.AVAILABLE
 
 
+def vfs_joining(pf):
+    """Give the available live VFs of a claimed or allocated PF the status that its
+    claim or allocation gave its other VFs; return them.
+
+    For a VF the tracker learns of while its PF is held (hot-plugged, or reported
+    again): without it the VF would be pooled free under a PF passed to a guest.
+    """
+    busy = {S.CLAIMED: S.UNCLAIMABLE, S.ALLOCATED: S.UNAVAILABLE}.get(pf.status)
+    if busy is None:
+        return []
+    return _set_status([vf for vf in live_vfs(pf) if vf.status == S.AVAILABLE], busy)
+
+
 def apply(device, event, instance_uuid=None, request_id=None):
     """Apply ``event`` to ``device``; return every device whose status changed."""
     transition = TRANSITIONS[event]
