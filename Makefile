@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench soak clean
 
 $(STAMP): setup.cfg pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "pcisim needs Python >= 3.11, $(PYTHON) is " + sys.version.split()[0])'
@@ -26,6 +26,10 @@ test: $(STAMP)
 # Benchmarks print ratios against references measured in the same run; QUICK=1 for seconds.
 bench: $(STAMP)
 	$(BIN)/python -m bench $(if $(QUICK),--quick)
+
+# The PCI state machine for many examples (SOAK_SECONDS=600), then the figures of what it did.
+soak: $(STAMP)
+	$(BIN)/python -m tests.soak $(SOAK_SECONDS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
