@@ -63,8 +63,14 @@ class API:
         )
 
     def delete(self, context, instance):
-        """Delete ``instance``: on its compute when that is up, here otherwise."""
+        """Delete ``instance``: on its compute when that is up, here otherwise.
+
+        The delete is recorded (task state ``deleting``) before it is sent, so that a
+        compute whose message was lost finishes it from the row on a periodic run.
+        """
         if instance.host and self._compute_is_up(context, instance.host):
+            instance.task_state = states.DELETING
+            instance.save()
             self.compute_rpcapi.terminate_instance(context, instance)
             return
         LOG.info("Local delete of %s: its compute %s is down", instance.uuid, instance.host)

@@ -337,11 +337,6 @@ def test_a_build_whose_message_was_lost_ends_in_error_once_its_compute_is_back(c
     assert server["fault"]["message"].startswith("BuildAbortException"), server
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compute/api.py casts terminate_instance without first recording the delete "
-    "(task_state deleting) in the instance's row, so nothing is left to finish it",
-)
 def test_a_delete_whose_message_was_lost_is_finished_once_its_compute_is_back(cloud):
     api, compute = cloud["api"].url, cloud["compute-2"]
     server_id = _boot(api, "vf:1")
