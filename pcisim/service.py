@@ -79,10 +79,11 @@ class RPCService(service.Service):
 def serve(services, conf=pcisim_conf.CONF, reload=None, started=None):
     """Run ``services`` in this process until SIGTERM or SIGINT, then stop them gracefully.
 
-    Stopping a service stops its RPC server from taking new messages and waits for the
-    calls in progress to finish. With ``reload``, SIGHUP calls it (a failure is logged
-    and the services keep running). ``started`` is called once they are launched.
-    Returns the number of the signal that stopped them.
+    They stop in the reverse of their order: stopping a service stops its RPC server
+    from taking new messages and waits for the calls in progress to finish. With
+    ``reload``, SIGHUP calls it (a failure is logged and the services keep running).
+    ``started`` is called once they are launched. Returns the number of the signal
+    that stopped them.
     """
     wake = threading.Event()
     received = []
@@ -103,6 +104,11 @@ def serve(services, conf=pcisim_conf.CONF, reload=None, started=None):
             _reload(reload)
         LOG.info("Caught %s, stopping gracefully", signal.Signals(received[-1]).name)
     finally:
+        # Dependents first (the API, then the computes) and the conductor last, as they
+        # are given: a compute outliving its conductor would wait out an RPC timeout
+        # on any call in flight. The launcher then finds them stopped.
+        for svc in reversed(services):
+            svc.stop()
         launcher.stop()
         launcher.wait()
         for signum, handler in previous.items():

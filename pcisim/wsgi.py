@@ -65,7 +65,11 @@ class WSGIService(service.Service):
         LOG.info("pcisim API listening on %s", self.url)
 
     def stop(self, graceful=False):
-        self.server.close()
+        """Stop serving; a second call does nothing."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
         if self._thread is not None:
             self._thread.join(timeout=10)
+            self._thread = None
         super().stop(graceful)
