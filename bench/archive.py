@@ -457,14 +457,14 @@ def main(argv=None):
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="5,000 instances")
+    parser.add_argument("--quick", action="store_true", help="2,000 instances")
     parser.add_argument("--instances", type=int, help="deleted instances (default 100,000)")
     parser.add_argument("--max-rows", type=int, default=1000, help="budget of each call")
     parser.add_argument("--measure", nargs=2, metavar=("METHOD", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
         return measure(*args.measure, args.max_rows)
-    instances = args.instances or (5000 if args.quick else 100_000)
+    instances = args.instances or (2000 if args.quick else 100_000)
     backends = ["sqlite"] + (["mysql"] if mysql_reachable() else [])
     if len(backends) == 1:
         print("MariaDB unreachable at 127.0.0.1:3306: measured on SQLite only")

@@ -429,11 +429,11 @@ def main(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--quick", action="store_true", help="fewer calls (seconds)")
-    parser.add_argument("--runs", type=int, default=None, help="runs (default 5, quick 3)")
+    parser.add_argument("--runs", type=int, default=None, help="runs (default 5, quick 2)")
     parser.add_argument("--profile", action="store_true", help="time the parts of one call")
     args = parser.parse_args(argv)
-    runs = args.runs or (3 if args.quick else 5)
-    calls, batches = (30, 3) if args.quick else (300, 15)
+    runs = args.runs or (2 if args.quick else 5)
+    calls, batches = (20, 2) if args.quick else (300, 15)
     quiet_messaging_logs()
     measured, profiles = {}, {}
     plane = harness.ControlPlane()

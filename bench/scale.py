@@ -58,8 +58,8 @@ from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing, trace
 
-SIZES, QUICK_SIZES = (10, 100, 1000), (10, 50)
-SERVERS, QUICK_SERVERS = 1000, 100
+SIZES, QUICK_SIZES = (10, 100, 1000), (10, 30)
+SERVERS, QUICK_SERVERS = 1000, 50
 HOSTS = 4
 WAVE = 100
 API_THREADS = 16
@@ -399,7 +399,7 @@ def main(argv=None):
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="10 and 50 nodes, 100 servers")
+    parser.add_argument("--quick", action="store_true", help="10 and 30 nodes, 50 servers")
     parser.add_argument(
         "--one", nargs=2, type=int, metavar=("NODES", "SERVERS"), help=argparse.SUPPRESS
     )
