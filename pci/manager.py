@@ -18,6 +18,8 @@ database's view, and the caller gets ``PciDeviceConflict``: two instances never 
 one device.
 """
 
+import collections
+
 from oslo_log import log as logging
 
 from objects import fields, pci_device_state
@@ -82,9 +84,12 @@ class PciDevTracker:
         take changed values at once, busy ones when freed. A device missing from the
         report is removed when free, and otherwise kept (with a warning) until freed.
         """
-        seen = set()
-        for values in self._assignable(reported):
-            seen.add(values["address"])
+        entries = list(self._assignable(reported))
+        seen = {values["address"] for values in entries}
+        ambiguous = self._duplicated(entries)
+        for values in entries:
+            if values["address"] in ambiguous:
+                continue
             if values["address"] in self._devices:
                 self._refresh(self._devices[values["address"]], values)
             else:
@@ -93,6 +98,20 @@ class PciDevTracker:
             self._vanished(self._devices[address])
         self._link_all()
         self._settle_pf_statuses()
+
+    def _duplicated(self, entries):
+        """Addresses reported more than once: which entry is right cannot be told, so
+        none is applied (a tracked device stays as it was, a new one waits)."""
+        counts = collections.Counter(values["address"] for values in entries)
+        duplicated = {address for address, count in counts.items() if count > 1}
+        for address in sorted(duplicated):
+            LOG.warning(
+                "Node %s: PCI device %s is reported %d times; ignoring it in this report",
+                self.node_id,
+                address,
+                counts[address],
+            )
+        return duplicated
 
     def _assignable(self, reported):
         for entry in reported:

@@ -350,3 +350,29 @@ def test_a_tracker_that_saved_last_keeps_saving_without_conflict(tracker, node, 
     assert {d.status for d in _stored(ctxt, node).values() if d.dev_type == "type-VF"} == {
         S.AVAILABLE
     }
+
+
+def test_an_address_reported_twice_leaves_the_tracked_device_as_it_was(tracker, node, ctxt):
+    report = inventory.sriov_report(2, 4)
+    vf = next(entry for entry in report if entry["address"] == inventory.vf_address(0, 0))
+    report.append({**vf, "dev_type": "type-PCI", "parent_addr": None})
+    before = _stored(ctxt, node)[vf["address"]]
+
+    tracker.update_devices_from_hypervisor_resources(report)
+    tracker.save()
+
+    after = _stored(ctxt, node)[vf["address"]]
+    assert (after.dev_type, after.parent_addr, after.status) == (
+        before.dev_type,
+        before.parent_addr,
+        before.status,
+    )
+
+
+def test_a_new_address_reported_twice_is_not_created(node, ctxt):
+    report = inventory.sriov_report(1, 2)
+    tracker = PciDevTracker(ctxt, node, SPECS)
+    tracker.update_devices_from_hypervisor_resources([*report, report[-1]])
+    tracker.save()
+    assert report[-1]["address"] not in _stored(ctxt, node)
+    assert len(_stored(ctxt, node)) == len(report) - 1
