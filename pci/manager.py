@@ -305,7 +305,8 @@ class PciDevTracker:
                     self._dirty[relative.address] = relative
 
     def _settle_pf_statuses(self):
-        """Give every PF that follows its VFs the status they imply.
+        """Give every PF that follows its VFs the status they imply, and every VF of a
+        claimed or allocated PF the status the PF imposes.
 
         A PF's status is derived from its VFs; a VF whose row vanished (and is
         re-created free) or a restart after such a loss must not leave the PF stuck.
@@ -314,6 +315,8 @@ class PciDevTracker:
             if device.dev_type != fields.PciDeviceType.SRIOV_PF:
                 continue
             if device.status not in pci_device_state.PF_FOLLOWING_VFS:
+                # NOTE: a VF reported (again) while its PF is held joins it busy
+                self._changed(pci_device_state.vfs_joining(device))
                 continue
             status = pci_device_state.pf_status_for(pci_device_state.live_vfs(device))
             if device.status != status:

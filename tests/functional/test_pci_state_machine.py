@@ -66,11 +66,6 @@ def nic(db):
         yield plane, driver
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pci/manager.py creates a VF plugged under a held PF available; "
-    "fix proposed in /tmp/proposed-pci-manager-vf-joins-held-pf.diff",
-)
 def test_a_vf_plugged_back_while_its_pf_is_allocated_is_unavailable(nic):
     plane, driver = nic
     (entry,) = [
