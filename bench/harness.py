@@ -10,10 +10,12 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 
 import sqlalchemy as sa
 
 from db import engine, migration
+from objects.compute_node import ComputeNode
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing
@@ -65,6 +67,21 @@ class ControlPlane:
         with dbaccess.granted():
             engine.get_engine().dispose()
         self.directory.cleanup()
+
+
+def compute_node(context, host="bench"):
+    """A new compute node (a round trip when this process acts as a compute)."""
+    node = ComputeNode(
+        context,
+        uuid=str(uuid.uuid4()),
+        host=host,
+        hypervisor_hostname=f"node-{uuid.uuid4().hex[:8]}",
+        vcpus=64,
+        memory_mb=262144,
+        local_gb=2000,
+    )
+    node.create()
+    return node
 
 
 class Counters:

@@ -53,7 +53,6 @@ from bench import harness
 from conductor import manager as conductor_manager
 from conductor import rpcapi
 from db import api as db_api
-from objects.compute_node import ComputeNode
 from objects.pci_device import PciDevice, PciDeviceList
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, rpc, testing
@@ -122,16 +121,7 @@ def conductor_on(plane, url):
 
 def make_devices(context, count):
     """A compute node with ``count`` devices, created in one round trip."""
-    node = ComputeNode(
-        context,
-        uuid=str(uuid.uuid4()),
-        host="bench",
-        hypervisor_hostname=f"node-{uuid.uuid4().hex[:8]}",
-        vcpus=64,
-        memory_mb=262144,
-        local_gb=2000,
-    )
-    node.create()
+    node = harness.compute_node(context)
     devices = PciDeviceList(
         context,
         objects=[

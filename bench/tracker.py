@@ -20,7 +20,6 @@ import time
 import uuid
 
 from bench import harness
-from objects.compute_node import ComputeNode
 from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pci.devspec import DeviceSpecList
 from pci.manager import PciDevTracker
@@ -77,20 +76,6 @@ def _requests():
     )
 
 
-def _node(plane):
-    node = ComputeNode(
-        plane.context,
-        uuid=str(uuid.uuid4()),
-        host="bench",
-        hypervisor_hostname=f"node-{uuid.uuid4().hex[:8]}",
-        vcpus=64,
-        memory_mb=262144,
-        local_gb=2000,
-    )
-    node.create()
-    return node
-
-
 def run_phases(plane, tracker_class, pfs, vfs, instances):
     """One run of P1-P4 on a fresh compute node: {phase: {seconds, round_trips, writes}}."""
     counters, specs, report = (
@@ -98,7 +83,7 @@ def run_phases(plane, tracker_class, pfs, vfs, instances):
         DeviceSpecList.from_config([DEVICE_SPEC]),
         sriov_report(pfs, vfs),
     )
-    tracker = tracker_class(plane.context, _node(plane), specs)
+    tracker = tracker_class(plane.context, harness.compute_node(plane.context), specs)
     result = {phase: {} for phase in PHASES}
     uuids = [str(uuid.uuid4()) for _ in range(instances)]
     for phase in ("P1", "P2"):
@@ -120,7 +105,11 @@ def run_phases(plane, tracker_class, pfs, vfs, instances):
 def claim_cost(plane, pfs, vfs=16, claims=64):
     """Microseconds per claim (pools only, no save) with pfs x (vfs + 1) devices."""
     claims = min(claims, pfs * vfs)  # a small inventory has fewer VFs to claim
-    tracker = PciDevTracker(plane.context, _node(plane), DeviceSpecList.from_config([DEVICE_SPEC]))
+    tracker = PciDevTracker(
+        plane.context,
+        harness.compute_node(plane.context),
+        DeviceSpecList.from_config([DEVICE_SPEC]),
+    )
     tracker.update_devices_from_hypervisor_resources(sriov_report(pfs, vfs))
     tracker.save()
     requests = [_requests() for _ in range(claims)]

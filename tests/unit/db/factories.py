@@ -41,6 +41,21 @@ def pci_device(ctxt, node_id, address="0000:81:00.1", **values):
     return api.pci_device_create(ctxt, pci_values(node_id, address, **values))
 
 
+def node_with_devices(ctxt, *addresses):
+    """A compute node with a live device at each of ``addresses``."""
+    node = compute_node(ctxt)
+    for address in addresses:
+        pci_device(ctxt, node.id, address)
+    return node
+
+
+def new_device_values(address, **values):
+    """A new device's values as a batch save takes them (no node id)."""
+    values = pci_values(None, address, **values)
+    del values["compute_node_id"]
+    return values
+
+
 def instance(ctxt, host="host1", node="node1", **values):
     return api.instance_create(
         ctxt,

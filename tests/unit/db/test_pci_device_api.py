@@ -185,26 +185,13 @@ def test_destroy_of_a_missing_device_raises(db, ctxt):
 # ------------------------------------------------------------------ batch save
 
 
-def _node_with_devices(ctxt, *addresses):
-    node = factories.compute_node(ctxt)
-    for address in addresses:
-        factories.pci_device(ctxt, node.id, address)
-    return node
-
-
-def _new_device(address, **values):
-    values = factories.pci_values(None, address, **values)
-    del values["compute_node_id"]
-    return values
-
-
 def test_batch_save_creates_updates_and_destroys_in_one_call(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
 
     result = api.pci_device_batch_save(
         ctxt,
         node.id,
-        create=[_new_device("0000:81:00.3")],
+        create=[factories.new_device_values("0000:81:00.3")],
         update={"0000:81:00.1": {"status": "claimed"}},
         destroy=["0000:81:00.2"],
     )
@@ -223,7 +210,7 @@ def test_batch_save_creates_updates_and_destroys_in_one_call(db, ctxt):
 
 
 def test_batch_save_reports_missing_addresses_and_saves_the_others(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
 
     result = api.pci_device_batch_save(
         ctxt,
@@ -238,7 +225,7 @@ def test_batch_save_reports_missing_addresses_and_saves_the_others(db, ctxt):
 
 
 def test_batch_save_never_inserts_for_a_missing_address(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1")
     before = _all_device_rows()
 
     result = api.pci_device_batch_save(
@@ -250,14 +237,17 @@ def test_batch_save_never_inserts_for_a_missing_address(db, ctxt):
 
 
 def test_batch_save_writes_nothing_when_one_new_device_is_invalid(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
     before = _all_device_rows()
 
     with pytest.raises(exception.InvalidInput, match="needs label"):
         api.pci_device_batch_save(
             ctxt,
             node.id,
-            create=[_new_device("0000:81:00.3"), _new_device("0000:81:00.4", label=None)],
+            create=[
+                factories.new_device_values("0000:81:00.3"),
+                factories.new_device_values("0000:81:00.4", label=None),
+            ],
             update={"0000:81:00.1": {"status": "claimed"}},
             destroy=["0000:81:00.2"],
         )
@@ -266,14 +256,14 @@ def test_batch_save_writes_nothing_when_one_new_device_is_invalid(db, ctxt):
 
 
 def test_batch_save_writes_nothing_when_a_new_device_already_exists(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
     before = _all_device_rows()
 
     with pytest.raises(exception.PciDeviceExists):
         api.pci_device_batch_save(
             ctxt,
             node.id,
-            create=[_new_device("0000:81:00.2")],
+            create=[factories.new_device_values("0000:81:00.2")],
             update={"0000:81:00.1": {"status": "claimed"}},
         )
 
@@ -289,7 +279,7 @@ CLAIMED_BY_B = {"status": "claimed", "instance_uuid": B}
 
 
 def test_batch_save_claims_a_device_still_as_the_writer_expected(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1")
 
     api.pci_device_batch_save(
         ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_A}, expected={"0000:81:00.1": FREE}
@@ -299,7 +289,7 @@ def test_batch_save_claims_a_device_still_as_the_writer_expected(db, ctxt):
 
 
 def test_batch_save_writes_nothing_when_another_writer_took_a_device_first(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
     api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.2": CLAIMED_BY_B})
     before = _all_device_rows()
 
@@ -317,7 +307,7 @@ def test_batch_save_writes_nothing_when_another_writer_took_a_device_first(db, c
 
 
 def test_batch_save_retried_after_it_landed_is_not_a_conflict(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1")
     claim = {"update": {"0000:81:00.1": CLAIMED_BY_A}, "expected": {"0000:81:00.1": FREE}}
     api.pci_device_batch_save(ctxt, node.id, **claim)
 
@@ -327,7 +317,7 @@ def test_batch_save_retried_after_it_landed_is_not_a_conflict(db, ctxt):
 
 
 def test_batch_save_without_expectations_writes_as_before(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1")
     api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_B})
 
     api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_A})
@@ -336,7 +326,7 @@ def test_batch_save_without_expectations_writes_as_before(db, ctxt):
 
 
 def test_batch_save_refuses_to_destroy_a_device_another_writer_claimed(db, ctxt):
-    node = _node_with_devices(ctxt, "0000:81:00.1")
+    node = factories.node_with_devices(ctxt, "0000:81:00.1")
     api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.1": CLAIMED_BY_B})
 
     with pytest.raises(exception.PciDeviceConflict):

@@ -27,19 +27,6 @@ def _rows():
         return {row["address"]: dict(row) for row in rows}
 
 
-def _node(ctxt, *addresses):
-    node = factories.compute_node(ctxt)
-    for address in addresses:
-        factories.pci_device(ctxt, node.id, address)
-    return node
-
-
-def _new_device(address, **values):
-    values = factories.pci_values(None, address, **values)
-    del values["compute_node_id"]
-    return values
-
-
 def _archive(address):
     """Take a device's row away, as an archive run of the wrong kind did."""
     table = models.PciDevice.__table__
@@ -66,10 +53,10 @@ def statements(request, db, monkeypatch):
 
 
 def test_created_devices_are_reported_with_their_rows(db, ctxt):
-    node = _node(ctxt)
+    node = factories.node_with_devices(ctxt)
 
     result = api.pci_device_batch_save(
-        ctxt, node.id, create=[_new_device(address) for address in ADDRESSES[:3]]
+        ctxt, node.id, create=[factories.new_device_values(address) for address in ADDRESSES[:3]]
     )
 
     rows = _rows()
@@ -86,11 +73,11 @@ def test_created_devices_get_their_ids_without_insert_returning(db, ctxt, monkey
     dialect = engine.get_engine().dialect
     monkeypatch.setattr(dialect, "insert_returning", False)
     monkeypatch.setattr(dialect, "insert_executemany_returning", False)
-    node = _node(ctxt)
+    node = factories.node_with_devices(ctxt)
 
     for addresses in (ADDRESSES[:1], ADDRESSES[1:]):
         result = api.pci_device_batch_save(
-            ctxt, node.id, create=[_new_device(address) for address in addresses]
+            ctxt, node.id, create=[factories.new_device_values(address) for address in addresses]
         )
         assert {a: row["id"] for a, row in result.created.items()} == {
             address: _rows()[address]["id"] for address in addresses
@@ -98,7 +85,7 @@ def test_created_devices_get_their_ids_without_insert_returning(db, ctxt, monkey
 
 
 def test_updated_devices_are_reported_with_what_was_set(db, ctxt):
-    node = _node(ctxt, *ADDRESSES[:2])
+    node = factories.node_with_devices(ctxt, *ADDRESSES[:2])
 
     result = api.pci_device_batch_save(ctxt, node.id, update={ADDRESSES[0]: CLAIMED_BY_A})
 
@@ -111,7 +98,7 @@ def test_updated_devices_are_reported_with_what_was_set(db, ctxt):
 
 
 def test_destroyed_devices_are_soft_deleted_as_reported(db, ctxt):
-    node = _node(ctxt, *ADDRESSES[:2])
+    node = factories.node_with_devices(ctxt, *ADDRESSES[:2])
 
     result = api.pci_device_batch_save(ctxt, node.id, destroy=[ADDRESSES[0], ADDRESSES[0]])
 
@@ -126,7 +113,7 @@ def test_destroyed_devices_are_soft_deleted_as_reported(db, ctxt):
 
 
 def test_an_expected_holder_must_name_status_and_instance(db, ctxt):
-    node = _node(ctxt, ADDRESSES[0])
+    node = factories.node_with_devices(ctxt, ADDRESSES[0])
 
     with pytest.raises(exception.InvalidInput, match="instance_uuid"):
         api.pci_device_batch_save(
@@ -142,7 +129,7 @@ def test_an_expected_holder_must_name_status_and_instance(db, ctxt):
 
 @pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
 def test_missing_devices_among_many_are_told_apart(db, ctxt, statements, guarded):
-    node = _node(ctxt, *ADDRESSES)
+    node = factories.node_with_devices(ctxt, *ADDRESSES)
     for address in (ADDRESSES[1], ADDRESSES[3]):
         _archive(address)
     expected = dict.fromkeys(ADDRESSES, FREE) if guarded else None
@@ -160,7 +147,7 @@ def test_missing_devices_among_many_are_told_apart(db, ctxt, statements, guarded
 
 
 def test_missing_devices_among_many_destroyed_are_told_apart(db, ctxt, statements):
-    node = _node(ctxt, *ADDRESSES)
+    node = factories.node_with_devices(ctxt, *ADDRESSES)
     _archive(ADDRESSES[2])
 
     result = api.pci_device_batch_save(
@@ -174,7 +161,7 @@ def test_missing_devices_among_many_destroyed_are_told_apart(db, ctxt, statement
 
 
 def test_a_conflict_among_many_writes_nothing(db, ctxt, statements):
-    node = _node(ctxt, *ADDRESSES)
+    node = factories.node_with_devices(ctxt, *ADDRESSES)
     _archive(ADDRESSES[0])
     api.pci_device_batch_save(ctxt, node.id, update={ADDRESSES[3]: CLAIMED_BY_B})
     before = _rows()
@@ -183,7 +170,7 @@ def test_a_conflict_among_many_writes_nothing(db, ctxt, statements):
         api.pci_device_batch_save(
             ctxt,
             node.id,
-            create=[_new_device("0000:82:00.0")],
+            create=[factories.new_device_values("0000:82:00.0")],
             update=dict.fromkeys(ADDRESSES[:4], CLAIMED_BY_A),
             destroy=[ADDRESSES[4]],
             expected=dict.fromkeys(ADDRESSES, FREE),
@@ -197,7 +184,7 @@ def test_a_conflict_among_many_writes_nothing(db, ctxt, statements):
 
 
 def test_a_retry_of_many_writes_that_landed_is_no_conflict(db, ctxt, statements):
-    node = _node(ctxt, *ADDRESSES)
+    node = factories.node_with_devices(ctxt, *ADDRESSES)
     claim = {
         "update": dict.fromkeys(ADDRESSES[:4], CLAIMED_BY_A),
         "destroy": [ADDRESSES[4]],
@@ -216,7 +203,7 @@ def test_a_retry_of_many_writes_that_landed_is_no_conflict(db, ctxt, statements)
 
 
 def test_devices_of_several_shapes_are_all_written(db, ctxt, statements):
-    node = _node(ctxt, *ADDRESSES)
+    node = factories.node_with_devices(ctxt, *ADDRESSES)
     update = {
         ADDRESSES[0]: {"status": "unavailable"},
         ADDRESSES[1]: {**CLAIMED_BY_A, "request_id": A},
@@ -256,7 +243,7 @@ def _in_thread(target):
 
 
 def test_a_second_writer_waits_for_the_first_and_then_conflicts(db, ctxt):
-    node = _node(ctxt, *ADDRESSES[:2])
+    node = factories.node_with_devices(ctxt, *ADDRESSES[:2])
     claim = {ADDRESSES[0]: CLAIMED_BY_A, ADDRESSES[1]: CLAIMED_BY_A}
     expected = dict.fromkeys(ADDRESSES[:2], FREE)
 
@@ -284,7 +271,7 @@ def test_a_row_freed_between_the_update_and_the_check_is_written(db, ctxt):
     can change the row before the locking read that classifies the miss."""
     if db.backend != "postgresql":
         pytest.skip("MariaDB keeps the row locked; SQLite runs one writer at a time")
-    node = _node(ctxt, ADDRESSES[0])
+    node = factories.node_with_devices(ctxt, ADDRESSES[0])
     api.pci_device_batch_save(ctxt, node.id, update={ADDRESSES[0]: CLAIMED_BY_B})
     sa_engine, table, seen = engine.get_engine(), models.PciDevice.__table__, []
 
