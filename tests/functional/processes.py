@@ -45,6 +45,37 @@ def environment(**extra):
     return env
 
 
+CLOUD_ALIASES = [
+    '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
+    '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
+]
+CLOUD_DEVICE_SPEC = ['{"vendor_id": "10de"}', '{"vendor_id": "8086"}']
+
+
+def cloud_config(directory, name, transport_url, connection=None, **sections):
+    """Write ``name.conf`` for one process of a test cloud living in ``directory`` on
+    RabbitMQ: topics of the cloud's own, the test exchange, GPU and VF aliases.
+    ``sections`` add to (or override) options section by section."""
+    run = directory.name
+    base = {
+        "DEFAULT": {
+            "state_path": directory,
+            "transport_url": transport_url,
+            "control_exchange": "pcisim_test",
+        },
+        "conductor": {"topic": f"conductor-{run}"},
+        "compute": {"topic": f"compute-{run}"},
+        "oslo_messaging_rabbit": {"amqp_auto_delete": "true"},
+        "pci": {"device_spec": CLOUD_DEVICE_SPEC, "alias": CLOUD_ALIASES},
+        "api": {"port": 0},
+    }
+    if connection:
+        base["database"] = {"connection": connection}
+    for section, options in sections.items():
+        base.setdefault(section, {}).update(options)
+    return write_config(directory / f"{name}.conf", base)
+
+
 def write_config(path, sections):
     """Write ``{section: {option: value}}`` to the INI file ``path``; a list value is
     a multi-valued option, one line per item."""

@@ -13,12 +13,6 @@ from tests import backends
 from tests.conftest import RABBIT_URL
 from tests.functional import flows, processes
 
-ALIASES = [
-    '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
-    '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
-]
-DEVICE_SPEC = ['{"vendor_id": "10de"}', '{"vendor_id": "8086"}']
-
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
@@ -29,24 +23,7 @@ def database(tmp_path_factory):
 
 
 def _config(directory, name, connection=None, **sections):
-    run = directory.name
-    base = {
-        "DEFAULT": {
-            "state_path": directory,
-            "transport_url": RABBIT_URL,
-            "control_exchange": "pcisim_test",
-        },
-        "conductor": {"topic": f"conductor-{run}"},
-        "compute": {"topic": f"compute-{run}"},
-        "oslo_messaging_rabbit": {"amqp_auto_delete": "true"},
-        "pci": {"device_spec": DEVICE_SPEC, "alias": ALIASES},
-        "api": {"port": 0},
-    }
-    if connection:
-        base["database"] = {"connection": connection}
-    for section, options in sections.items():
-        base.setdefault(section, {}).update(options)
-    return processes.write_config(directory / f"{name}.conf", base)
+    return processes.cloud_config(directory, name, RABBIT_URL, connection, **sections)
 
 
 @pytest.fixture

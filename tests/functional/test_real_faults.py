@@ -26,11 +26,6 @@ from tests import backends
 from tests.conftest import RABBIT_URL
 from tests.functional import flows, processes, storm
 
-ALIASES = [
-    '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
-    '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
-]
-DEVICE_SPEC = ['{"vendor_id": "10de"}', '{"vendor_id": "8086"}']
 REQUESTS = ["gpu:1", "vf:1", "vf:2", "gpu:2"]
 RPC_TIMEOUT = 5  # [DEFAULT] rpc_response_timeout: a call to a dead conductor fails in 5 s
 PERIODIC = 2  # [compute] update_resources_interval
@@ -79,26 +74,14 @@ def broker(rabbit_url, config, anchors):
 
 
 def _config(directory, name, connection=None, **sections):
-    run = directory.name
-    base = {
-        "DEFAULT": {
-            "state_path": directory,
-            "transport_url": RABBIT_URL,
-            "control_exchange": "pcisim_test",
-            "rpc_response_timeout": RPC_TIMEOUT,
-            "report_interval": 1,
-        },
-        "conductor": {"topic": f"conductor-{run}"},
-        "compute": {"topic": f"compute-{run}", "update_resources_interval": PERIODIC},
-        "oslo_messaging_rabbit": {"amqp_auto_delete": "true"},
-        "pci": {"device_spec": DEVICE_SPEC, "alias": ALIASES},
-        "api": {"port": 0},
+    """A process's configuration, with timeouts short enough for faults to show fast."""
+    options = {
+        "DEFAULT": {"rpc_response_timeout": RPC_TIMEOUT, "report_interval": 1},
+        "compute": {"update_resources_interval": PERIODIC},
     }
-    if connection:
-        base["database"] = {"connection": connection}
-    for section, options in sections.items():
-        base.setdefault(section, {}).update(options)
-    return processes.write_config(directory / f"{name}.conf", base)
+    for section, values in sections.items():
+        options.setdefault(section, {}).update(values)
+    return processes.cloud_config(directory, name, RABBIT_URL, connection, **options)
 
 
 @pytest.fixture(scope="module")
