@@ -47,9 +47,9 @@ import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
 
 from bench import harness
-from db import archive as db_archive
-from db import engine as db_engine
-from db import migration, models
+from pcisim.db import archive as db_archive
+from pcisim.db import engine as db_engine
+from pcisim.db import migration, models
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 

@@ -14,8 +14,8 @@ import uuid
 
 import sqlalchemy as sa
 
-from db import engine, migration
-from objects.compute_node import ComputeNode
+from pcisim.db import engine, migration
+from pcisim.objects.compute_node import ComputeNode
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing

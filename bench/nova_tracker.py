@@ -37,7 +37,7 @@ import sys
 import tempfile
 
 from bench import harness, tracker
-from pci.manager import PciDevTracker
+from pcisim.pci.manager import PciDevTracker
 
 NOVA = "nova==34.0.0"
 VENV = pathlib.Path(__file__).with_name(".nova-venv")

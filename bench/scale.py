@@ -46,14 +46,14 @@ import uuid
 import sqlalchemy as sa
 
 from bench import harness
-from compute import service as compute_service
-from compute.driver import SimulatedDriver
-from conductor import scheduler
-from db import engine, migration, models
-from objects.instance import Instance, InstanceList
-from objects.service import ServiceList
-from pci import request as pci_request
-from pci.devspec import DeviceSpecList
+from pcisim.compute import service as compute_service
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.conductor import scheduler
+from pcisim.db import engine, migration, models
+from pcisim.objects.instance import Instance, InstanceList
+from pcisim.objects.service import ServiceList
+from pcisim.pci import request as pci_request
+from pcisim.pci.devspec import DeviceSpecList
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing, trace

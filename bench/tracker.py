@@ -20,9 +20,9 @@ import time
 import uuid
 
 from bench import harness
-from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
-from pci.devspec import DeviceSpecList
-from pci.manager import PciDevTracker
+from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.manager import PciDevTracker
 
 DEVICE_SPEC = '{"vendor_id": "8086"}'
 VF_SPEC = {"vendor_id": "8086", "product_id": "1520"}

@@ -10,12 +10,12 @@ import uuid as uuidlib
 
 from oslo_log import log as logging
 
-from compute import rpcapi as compute_rpcapi
-from compute import states
-from conductor import rpcapi as conductor_rpcapi
-from objects.instance import Instance
-from objects.service import Service
-from pci import request as pci_request
+from pcisim.compute import rpcapi as compute_rpcapi
+from pcisim.compute import states
+from pcisim.conductor import rpcapi as conductor_rpcapi
+from pcisim.objects.instance import Instance
+from pcisim.objects.service import Service
+from pcisim.pci import request as pci_request
 from pcisim import conf as pcisim_conf
 from pcisim import exception
 

@@ -11,14 +11,14 @@ database after a crash.
 import dataclasses
 import threading
 
-from compute.inventory import (
+from pcisim.compute.inventory import (
     SHORT_FORM_KEYS,
     Where,
     check_node_name,
     load_nodes,
     short_form_inventory,
 )
-from pci.address import PciAddress
+from pcisim.pci.address import PciAddress
 from pcisim import exception
 
 

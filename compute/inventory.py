@@ -15,9 +15,9 @@ from collections.abc import Hashable
 
 import yaml
 
-from objects.fields import PciDeviceType
-from pci import report
-from pci.address import PciAddress
+from pcisim.objects.fields import PciDeviceType
+from pcisim.pci import report
+from pcisim.pci.address import PciAddress
 from pcisim.exception import InvalidInventory, InvalidPciAddress
 
 RESOURCE_DEFAULTS = {"vcpus": 32, "memory_mb": 131072, "local_gb": 1024}

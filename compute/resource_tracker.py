@@ -16,9 +16,9 @@ import uuid as uuidlib
 
 from oslo_log import log as logging
 
-from objects.compute_node import ComputeNode
-from objects.instance import InstanceList
-from pci.manager import PciDevTracker
+from pcisim.objects.compute_node import ComputeNode
+from pcisim.objects.instance import InstanceList
+from pcisim.pci.manager import PciDevTracker
 from pcisim import exception, faults
 
 LOG = logging.getLogger(__name__)

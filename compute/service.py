@@ -2,9 +2,9 @@
 
 from oslo_log import log as logging
 
-from compute import manager as compute_manager
-from conductor import rpcapi as conductor_rpcapi
-from objects.service import Service
+from pcisim.compute import manager as compute_manager
+from pcisim.conductor import rpcapi as conductor_rpcapi
+from pcisim.objects.service import Service
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import exception

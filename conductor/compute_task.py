@@ -9,8 +9,8 @@ import functools
 import oslo_messaging as messaging
 from oslo_log import log as logging
 
-from conductor import scheduler
-from objects.instance_fault import InstanceFault
+from pcisim.conductor import scheduler
+from pcisim.objects.instance_fault import InstanceFault
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception
 

@@ -9,10 +9,10 @@ import functools
 
 from oslo_log import log as logging
 
-from db import api as db_api
-from objects.pci_device_pool import PciDevicePoolList
-from objects.service import ServiceList
-from pci.stats import PciDeviceStats
+from pcisim.db import api as db_api
+from pcisim.objects.pci_device_pool import PciDevicePoolList
+from pcisim.objects.service import ServiceList
+from pcisim.pci.stats import PciDeviceStats
 from pcisim import conf as pcisim_conf
 from pcisim import exception
 

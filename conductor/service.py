@@ -1,8 +1,8 @@
 """The conductor service: object calls and compute tasks on the topic ``conductor``."""
 
-from compute import rpcapi as compute_rpcapi
-from conductor import compute_task, manager
-from objects import base as objects_base
+from pcisim.compute import rpcapi as compute_rpcapi
+from pcisim.conductor import compute_task, manager
+from pcisim.objects import base as objects_base
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess
 from pcisim.service import RPCService

@@ -29,8 +29,8 @@ import sqlalchemy as sa
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 
-from db import models
-from db.engine import writer
+from pcisim.db import models
+from pcisim.db.engine import writer
 from pcisim import exception
 
 ROWS_PER_TRANSACTION = 1000

@@ -9,7 +9,7 @@ import os
 
 from oslo_db.sqlalchemy import enginefacade
 
-from db import sqlite
+from pcisim.db import sqlite
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception
 
@@ -68,5 +68,5 @@ def configure_manager(manager, url, max_retries=3, retry_interval=1):
 
 
 def get_engine():
-    check_access("db.engine.get_engine")
+    check_access("pcisim.db.engine.get_engine")
     return context_manager.writer.get_engine()

@@ -20,7 +20,7 @@ import itertools
 import sqlalchemy as sa
 from oslo_db import exception as db_exc
 
-from db import models
+from pcisim.db import models
 from pcisim import exception
 
 DEVICES = models.PciDevice.__table__

@@ -5,10 +5,10 @@
 
 
 def register_all():
-    __import__("objects.compute_node")
-    __import__("objects.instance")
-    __import__("objects.instance_fault")
-    __import__("objects.instance_pci_requests")
-    __import__("objects.pci_device")
-    __import__("objects.pci_device_pool")
-    __import__("objects.service")
+    __import__("pcisim.objects.compute_node")
+    __import__("pcisim.objects.instance")
+    __import__("pcisim.objects.instance_fault")
+    __import__("pcisim.objects.instance_pci_requests")
+    __import__("pcisim.objects.pci_device")
+    __import__("pcisim.objects.pci_device_pool")
+    __import__("pcisim.objects.service")

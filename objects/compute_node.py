@@ -2,9 +2,9 @@
 
 from oslo_utils import versionutils
 
-from db import api as db_api
-from objects import base, fields
-from objects.pci_device_pool import PciDevicePoolList
+from pcisim.db import api as db_api
+from pcisim.objects import base, fields
+from pcisim.objects.pci_device_pool import PciDevicePoolList
 
 
 @base.PcisimObjectRegistry.register

@@ -1,10 +1,10 @@
 """Instances (servers): where they run, their state, and the PCI devices they use."""
 
-from db import api as db_api
-from objects import base, fields
-from objects.instance_fault import InstanceFault
-from objects.instance_pci_requests import InstancePCIRequests
-from objects.pci_device import PciDeviceList
+from pcisim.db import api as db_api
+from pcisim.objects import base, fields
+from pcisim.objects.instance_fault import InstanceFault
+from pcisim.objects.instance_pci_requests import InstancePCIRequests
+from pcisim.objects.pci_device import PciDeviceList
 
 LAZY_ATTRS = ("pci_requests", "pci_devices")
 

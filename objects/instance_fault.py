@@ -1,7 +1,7 @@
 """Instance faults: why an instance went to ERROR."""
 
-from db import api as db_api
-from objects import base, fields
+from pcisim.db import api as db_api
+from pcisim.objects import base, fields
 
 MESSAGE_LENGTH = 255
 

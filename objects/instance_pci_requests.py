@@ -3,8 +3,8 @@
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
 
-from db import api as db_api
-from objects import base, fields
+from pcisim.db import api as db_api
+from pcisim.objects import base, fields
 
 
 @base.PcisimObjectRegistry.register

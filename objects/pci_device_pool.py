@@ -2,7 +2,7 @@
 
 from oslo_serialization import jsonutils
 
-from objects import base, fields
+from pcisim.objects import base, fields
 
 
 @base.PcisimObjectRegistry.register

@@ -24,8 +24,8 @@ Every check runs before anything changes, so a refused event changes nothing.
 
 import dataclasses
 
-from objects.fields import PciDeviceStatus as S
-from objects.fields import PciDeviceType
+from pcisim.objects.fields import PciDeviceStatus as S
+from pcisim.objects.fields import PciDeviceType
 from pcisim import exception
 
 _GONE = frozenset({S.REMOVED, S.DELETED})

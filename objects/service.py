@@ -2,8 +2,8 @@
 
 from oslo_utils import timeutils
 
-from db import api as db_api
-from objects import base, fields
+from pcisim.db import api as db_api
+from pcisim.objects import base, fields
 
 
 @base.PcisimObjectRegistry.register

@@ -7,8 +7,8 @@ does. With no spec at all, no device is assignable.
 
 import json
 
-from objects.fields import PciDeviceType
-from pci.address import ANY, HEX_DIGITS, address_spec
+from pcisim.objects.fields import PciDeviceType
+from pcisim.pci.address import ANY, HEX_DIGITS, address_spec
 from pcisim.exception import InvalidPciAddress, PciConfigError
 
 OPTION = "device_spec"

@@ -22,10 +22,10 @@ import collections
 
 from oslo_log import log as logging
 
-from objects import fields, pci_device_state
-from objects.pci_device import PciDevice, PciDeviceList
-from pci import stats as pci_stats
-from pci.report import REPORTED_FIELDS, normalized_report, report_of
+from pcisim.objects import fields, pci_device_state
+from pcisim.objects.pci_device import PciDevice, PciDeviceList
+from pcisim.pci import stats as pci_stats
+from pcisim.pci.report import REPORTED_FIELDS, normalized_report, report_of
 from pcisim import exception
 
 LOG = logging.getLogger(__name__)

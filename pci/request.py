@@ -12,8 +12,8 @@ import json
 import re
 import uuid
 
-from objects import fields
-from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from pcisim.objects import fields
+from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pcisim import exception
 
 NUMA_POLICIES = ("required", "legacy", "preferred", "socket")

@@ -21,9 +21,9 @@ claim does not grow with the number of devices or pools on the node.
 import collections
 import dataclasses
 
-from objects import pci_device_pool
-from objects.fields import PciDeviceType
-from pci.request import spec_matches
+from pcisim.objects import pci_device_pool
+from pcisim.objects.fields import PciDeviceType
+from pcisim.pci.request import spec_matches
 from pcisim import exception
 
 REQUEST_ONLY_TYPES = frozenset({PciDeviceType.SRIOV_PF, PciDeviceType.VDPA})

@@ -42,10 +42,10 @@ def control_plane(
     """A running in-process control plane on a fresh SQLite database."""
     from oslo_db.sqlalchemy import enginefacade
 
-    from compute.driver import SimulatedDriver
-    from db import engine, migration
-    from pci.devspec import DeviceSpecList
-    from pci.request import parse_aliases
+    from pcisim.compute.driver import SimulatedDriver
+    from pcisim.db import engine, migration
+    from pcisim.pci.devspec import DeviceSpecList
+    from pcisim.pci.request import parse_aliases
     from pcisim import conf as pcisim_conf
     from pcisim import testing
 

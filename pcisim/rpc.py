@@ -13,7 +13,7 @@ import oslo_messaging as messaging
 from kombu.transport import memory as memory_transport
 from oslo_messaging.rpc import dispatcher
 
-from objects import base as objects_base
+from pcisim.objects import base as objects_base
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import trace

@@ -22,15 +22,15 @@ import threading
 import time
 import uuid
 
-from compute import api as compute_api
-from compute import service as compute_service
-from conductor import rpcapi
-from conductor import service as conductor_service
-from db import archive
-from objects import base as objects_base
-from objects.instance import Instance
-from objects.pci_device import PciDeviceList
-from objects.service import Service
+from pcisim.compute import api as compute_api
+from pcisim.compute import service as compute_service
+from pcisim.conductor import rpcapi
+from pcisim.conductor import service as conductor_service
+from pcisim.db import archive
+from pcisim.objects import base as objects_base
+from pcisim.objects.instance import Instance
+from pcisim.objects.pci_device import PciDeviceList
+from pcisim.objects.service import Service
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, exception, rpc, trace

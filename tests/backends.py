@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
 
-from db import engine, migration
+from pcisim.db import engine, migration
 
 SERVER_URLS = {
     "mysql": os.environ.get("PCISIM_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306"),
@@ -97,7 +97,7 @@ class ScratchDatabase:
 
     def empty(self):
         """Delete every row, children first, so each test starts from nothing."""
-        from db import models
+        from pcisim.db import models
 
         engine = self.manager.writer.get_engine()
         with engine.begin() as connection:

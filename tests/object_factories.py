@@ -2,8 +2,8 @@
 
 import uuid
 
-from objects.compute_node import ComputeNode
-from objects.pci_device import PciDevice
+from pcisim.objects.compute_node import ComputeNode
+from pcisim.objects.pci_device import PciDevice
 
 
 def compute_node(ctxt, host="host1", node="node1"):

@@ -3,7 +3,7 @@
 import sqlalchemy as sa
 from alembic import context
 
-from db import models
+from pcisim.db import models
 
 config = context.config
 

@@ -1,7 +1,7 @@
 """/hypervisors: compute nodes, their usage, PCI pools and PF/VF trees."""
 
-from objects.compute_node import ComputeNode, ComputeNodeList
-from objects.pci_device import PciDeviceList
+from pcisim.objects.compute_node import ComputeNode, ComputeNodeList
+from pcisim.objects.pci_device import PciDeviceList
 from pcisim import exception
 from pcisim.api import schemas, views
 

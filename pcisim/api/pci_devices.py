@@ -2,7 +2,7 @@
 
 import flask
 
-from objects.pci_device import PciDevice, PciDeviceList
+from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from pcisim import exception
 from pcisim.api import errors, schemas, views
 

@@ -2,9 +2,9 @@
 
 import flask
 
-from objects.instance import Instance, InstanceList
-from objects.instance_fault import InstanceFaultList
-from pci import request as pci_request
+from pcisim.objects.instance import Instance, InstanceList
+from pcisim.objects.instance_fault import InstanceFaultList
+from pcisim.pci import request as pci_request
 from pcisim import exception
 from pcisim.api import schemas, views
 

@@ -10,10 +10,10 @@ the conductor over RPC. SIGTERM and SIGINT stop it.
 
 import sys
 
-from compute import api as compute_api
-from conductor import rpcapi as conductor_rpcapi
-from objects import base as objects_base
-from pci import request
+from pcisim.compute import api as compute_api
+from pcisim.conductor import rpcapi as conductor_rpcapi
+from pcisim.objects import base as objects_base
+from pcisim.pci import request
 from pcisim import cmd, dbaccess, exception, rpc, wsgi
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service

@@ -11,8 +11,8 @@ import sys
 
 from oslo_log import log as logging
 
-from conductor import service as conductor_service
-from db import migration, sqlite
+from pcisim.conductor import service as conductor_service
+from pcisim.db import migration, sqlite
 from pcisim import cmd, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service

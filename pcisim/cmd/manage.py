@@ -23,7 +23,7 @@ from dateutil import tz
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from db import archive, migration
+from pcisim.db import archive, migration
 from pcisim import cmd, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context

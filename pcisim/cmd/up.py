@@ -16,14 +16,14 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from compute import api as compute_api
-from compute import driver as compute_driver
-from compute import service as compute_service
-from conductor import rpcapi as conductor_rpcapi
-from conductor import service as conductor_service
-from db import migration
-from objects import base as objects_base
-from pci import devspec, request
+from pcisim.compute import api as compute_api
+from pcisim.compute import driver as compute_driver
+from pcisim.compute import service as compute_service
+from pcisim.conductor import rpcapi as conductor_rpcapi
+from pcisim.conductor import service as conductor_service
+from pcisim.db import migration
+from pcisim.objects import base as objects_base
+from pcisim.pci import devspec, request
 from pcisim import cmd, dbaccess, exception, rpc, trace, wsgi
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service

@@ -10,10 +10,10 @@ import contextlib
 
 import sqlalchemy as sa
 
-from compute.driver import SimulatedDriver
-from db import engine, models
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.db import engine, models
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import dbaccess, testing, wsgi
 from pcisim.api import app as api_app
 from tests import backends

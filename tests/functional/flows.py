@@ -7,9 +7,9 @@ the control plane's API and objects.
 
 import sqlalchemy as sa
 
-from db import engine, models
-from objects.compute_node import ComputeNode
-from objects.instance import Instance
+from pcisim.db import engine, models
+from pcisim.objects.compute_node import ComputeNode
+from pcisim.objects.instance import Instance
 from pcisim import dbaccess, testing
 
 DEVICES = models.PciDevice.__table__

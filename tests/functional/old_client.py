@@ -21,10 +21,10 @@ import pcisim  # noqa: F401  (selects the concurrency backend before anything el
 # isort: split
 from oslo_versionedobjects import base as ovo_base
 
-import objects
-from conductor import rpcapi
-from objects import base as objects_base
-from objects import fields, pci_device
+from pcisim import objects
+from pcisim.conductor import rpcapi
+from pcisim.objects import base as objects_base
+from pcisim.objects import fields, pci_device
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, rpc

@@ -42,12 +42,12 @@ from hypothesis.stateful import (
     rule,
 )
 
-from compute.driver import SimulatedDriver
-from conductor import service as conductor_service
-from db import archive, engine, models
-from objects.instance import Instance
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.conductor import service as conductor_service
+from pcisim.db import archive, engine, models
+from pcisim.objects.instance import Instance
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, faults, testing
 from tests.functional import flows

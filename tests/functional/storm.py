@@ -21,7 +21,7 @@ import urllib.request
 
 import sqlalchemy as sa
 
-from db import models
+from pcisim.db import models
 
 HTTP_TIMEOUT = 30
 POLL_SECONDS = 0.1

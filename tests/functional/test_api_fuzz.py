@@ -4,10 +4,10 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from compute.driver import SimulatedDriver
-from db import engine
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.db import engine
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import testing
 from tests import backends
 

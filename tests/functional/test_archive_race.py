@@ -29,11 +29,11 @@ import logging
 import pytest
 import sqlalchemy as sa
 
-from compute.driver import SimulatedDriver
-from db import engine, models
-from objects.instance import Instance
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.db import engine, models
+from pcisim.objects.instance import Instance
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import dbaccess, faults, testing
 from tests import backends
 from tests.functional import flows
@@ -78,7 +78,7 @@ class Records(logging.Handler):
         if record.levelno >= logging.ERROR:
             crashed = record.exc_info and isinstance(record.exc_info[1], SimulatedCrash)
             (self.crashes if crashed else self.errors).append(record)
-        elif record.name == "pci.manager":
+        elif record.name == "pcisim.pci.manager":
             self.pci_info.append(record.getMessage())
 
 
@@ -231,7 +231,7 @@ def _race(database, path, takes_device_rows=False):
     reset = engine.context_manager.patch_factory(database.manager)
     race = Race(path, Records(), takes_device_rows)
     db_engine = database.manager.writer.get_engine()
-    pci_logger, root = logging.getLogger("pci.manager"), logging.getLogger()
+    pci_logger, root = logging.getLogger("pcisim.pci.manager"), logging.getLogger()
     level = pci_logger.level
     root.addHandler(race.records)
     pci_logger.setLevel(logging.INFO)

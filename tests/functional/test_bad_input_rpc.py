@@ -15,7 +15,7 @@ import oslo_messaging as messaging
 import pytest
 from oslo_versionedobjects import exception as ovo_exception
 
-from objects.compute_node import ComputeNodeList
+from pcisim.objects.compute_node import ComputeNodeList
 from pcisim import exception, rpc
 from tests import object_factories
 from tests.functional import api_server

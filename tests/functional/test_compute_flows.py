@@ -2,10 +2,10 @@
 
 import pytest
 
-from compute.driver import SimulatedDriver
-from objects.instance import Instance
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.objects.instance import Instance
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import faults, testing
 from tests.functional import flows
 

@@ -13,11 +13,11 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from conductor import rpcapi
-from db import engine, models
-from objects import base as objects_base
-from objects.compute_node import ComputeNodeList
-from objects.pci_device import PciDevice, PciDeviceList
+from pcisim.conductor import rpcapi
+from pcisim.db import engine, models
+from pcisim.objects import base as objects_base
+from pcisim.objects.compute_node import ComputeNodeList
+from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception, rpc
 from tests import backends, object_factories

@@ -4,7 +4,7 @@ import oslo_messaging as messaging
 import pytest
 from oslo_versionedobjects import exception as ovo_exception
 
-from objects.compute_node import ComputeNodeList
+from pcisim.objects.compute_node import ComputeNodeList
 from pcisim import context as pcisim_context
 from pcisim import exception, rpc
 

@@ -6,14 +6,14 @@ import oslo_messaging as messaging
 import pytest
 import sqlalchemy as sa
 
-from db import api as db_api
-from db import engine, models
-from objects import base as objects_base
-from objects.compute_node import ComputeNode, ComputeNodeList
-from objects.instance import Instance, InstanceList
-from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
-from objects.pci_device import PciDevice, PciDeviceList
-from objects.pci_device_pool import PciDevicePool, PciDevicePoolList
+from pcisim.db import api as db_api
+from pcisim.db import engine, models
+from pcisim.objects import base as objects_base
+from pcisim.objects.compute_node import ComputeNode, ComputeNodeList
+from pcisim.objects.instance import Instance, InstanceList
+from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from pcisim.objects.pci_device import PciDevice, PciDeviceList
+from pcisim.objects.pci_device_pool import PciDevicePool, PciDevicePoolList
 from pcisim import dbaccess, exception, testing
 from tests import object_factories
 
@@ -236,7 +236,7 @@ def test_batch_save_reports_archived_devices_and_saves_the_others(conductor, ctx
 
 
 def test_direct_database_call_from_the_compute_side_is_refused(conductor, ctxt):
-    with pytest.raises(exception.DBNotAllowed, match="db.api.pci_device_get_all_by_node"):
+    with pytest.raises(exception.DBNotAllowed, match="pcisim.db.api.pci_device_get_all_by_node"):
         db_api.pci_device_get_all_by_node(ctxt, 1)
 
 

@@ -4,9 +4,9 @@ import uuid
 
 import pytest
 
-from compute.driver import SimulatedDriver
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import testing, trace
 
 SPECS = DeviceSpecList.from_config(['{"vendor_id": "10de"}', '{"vendor_id": "8086"}'])
@@ -21,7 +21,7 @@ ALIASES = parse_aliases(
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     """One control plane for the module, on SQLite: the API layer is what is tested."""
-    from db import engine
+    from pcisim.db import engine
     from tests import backends
 
     scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)

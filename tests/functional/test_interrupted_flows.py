@@ -14,13 +14,13 @@ import types
 
 import pytest
 
-from compute.driver import SimulatedDriver
-from conductor import rpcapi as conductor_rpcapi
-from objects import base as objects_base
-from objects.instance import Instance
-from objects.instance_fault import InstanceFaultList
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.conductor import rpcapi as conductor_rpcapi
+from pcisim.objects import base as objects_base
+from pcisim.objects.instance import Instance
+from pcisim.objects.instance_fault import InstanceFaultList
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import conf as pcisim_conf
 from pcisim import exception, faults, testing
 from tests import backends
@@ -43,7 +43,7 @@ def database(tmp_path_factory):
 
 @pytest.fixture
 def plane(db, caplog):
-    caplog.set_level(logging.INFO, logger="compute.manager")
+    caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
     CONF.set_override("rpc_response_timeout", RPC_TIMEOUT)
     driver = SimulatedDriver.from_config([f"{NODE}=gpus=2"])
     try:

@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
 
-from db import api as db_api
-from db import engine
+from pcisim.db import api as db_api
+from pcisim.db import engine
 from tests import backends, object_factories
 
 LOCK_WAIT_SECONDS = 1

@@ -13,7 +13,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from db import api, archive, engine, migration, models
+from pcisim.db import api, archive, engine, migration, models
 from tests import backends
 from tests.functional import cli
 from tests.unit.db import factories

@@ -14,12 +14,12 @@ import threading
 
 import pytest
 
-from compute.driver import SimulatedDriver
-from objects.compute_node import ComputeNodeList
-from objects.instance import Instance
-from objects.instance_fault import InstanceFaultList
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.objects.compute_node import ComputeNodeList
+from pcisim.objects.instance import Instance
+from pcisim.objects.instance_fault import InstanceFaultList
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import faults, testing
 from tests import backends
 from tests.functional import flows
@@ -174,7 +174,7 @@ def test_a_request_only_the_claim_finds_too_large_ends_in_error_and_leaks_nothin
     # NOTE: published pools count PFs and VFs apart, so the scheduler believes that one
     # PF and four VFs fit on nic-node, whose four VFs belong to its one PF; the claim
     # there refuses them, and no other node has any.
-    caplog.set_level(logging.INFO, logger="compute.manager")
+    caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
     plane = start({**ONE_NIC, "gpu-host": "gpu-node=gpus=2"})
     pools = _all_pools(plane)
     instance_uuid, state = flows.boot(plane, "pf:1,vf:4")
@@ -249,7 +249,7 @@ def _unplug_under_its_instance(plane):
 
 
 def test_a_device_unplugged_while_allocated_is_kept_with_a_warning(start, caplog):
-    caplog.set_level(logging.WARNING, logger="pci.manager")
+    caplog.set_level(logging.WARNING, logger="pcisim.pci.manager")
     plane = start(ONE_GPU)
     instance_uuid, address = _unplug_under_its_instance(plane)
     assert _states(flows.devices(address=address)) == [("allocated", instance_uuid)]
@@ -281,7 +281,7 @@ def test_a_claim_refused_on_the_chosen_node_is_rescheduled_to_another_node(start
     # NOTE: the first build's claim is held before the tracker saves it, so the
     # published pools still show big-node's only GPU free when the second is scheduled
     # (big-node has the most free memory); its claim there is refused.
-    caplog.set_level(logging.INFO, logger="compute.manager")
+    caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
     plane = start(
         {"big-host": "big-node=gpus=1,memory_mb=262144", "small-host": "small-node=gpus=1"}
     )

@@ -13,13 +13,13 @@ import threading
 
 import pytest
 
-from compute import service as compute_service
-from compute.driver import SimulatedDriver
-from conductor import service as conductor_service
-from objects.instance import Instance
-from objects.instance_fault import InstanceFaultList
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute import service as compute_service
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.conductor import service as conductor_service
+from pcisim.objects.instance import Instance
+from pcisim.objects.instance_fault import InstanceFaultList
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import conf, context, exception, testing
 from tests import backends
 from tests.functional import flows

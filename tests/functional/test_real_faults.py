@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from db import archive, engine
+from pcisim.db import archive, engine
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, faults, testing
 from tests import backends

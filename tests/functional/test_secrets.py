@@ -15,8 +15,8 @@ import time
 import pytest
 from oslo_db.sqlalchemy import enginefacade
 
-from db import engine as db_engine
-from db import migration
+from pcisim.db import engine as db_engine
+from pcisim.db import migration
 from pcisim import conf as pcisim_conf
 from tests.functional import processes
 

@@ -3,11 +3,11 @@ to the compute and back, with every object call the compute makes for it."""
 
 import pytest
 
-from compute.driver import SimulatedDriver
-from conductor import rpcapi
-from objects.pci_device import PciDeviceList
-from pci.devspec import DeviceSpecList
-from pci.request import parse_aliases
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.conductor import rpcapi
+from pcisim.objects.pci_device import PciDeviceList
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 from pcisim import testing, trace, trace_report
 from tests import backends
 

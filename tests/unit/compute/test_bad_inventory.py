@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from compute.driver import SimulatedDriver
+from pcisim.compute.driver import SimulatedDriver
 from pcisim import exception
 
 PF = {"address": "0000:10:00.0", "vendor_id": "8086", "product_id": "1521", "dev_type": "type-PF"}

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from compute.driver import SimulatedDriver
-from compute.inventory import Where, short_form_inventory
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.compute.inventory import Where, short_form_inventory
 from pcisim import exception
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "etc" / "inventory"

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from compute.inventory import Where, load_nodes, short_form_inventory
+from pcisim.compute.inventory import Where, load_nodes, short_form_inventory
 from pcisim.exception import InvalidInventory
 from tests.unit.pci.inventory import sriov_report
 

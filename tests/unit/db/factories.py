@@ -4,7 +4,7 @@ import uuid
 
 import sqlalchemy as sa
 
-from db import api, engine, models
+from pcisim.db import api, engine, models
 
 
 def compute_node(ctxt, host="host1", node="node1", **values):

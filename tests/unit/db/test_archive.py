@@ -7,7 +7,7 @@ import datetime
 import pytest
 import sqlalchemy as sa
 
-from db import api, archive, engine, models
+from pcisim.db import api, archive, engine, models
 from pcisim import exception
 from tests.unit.db import factories
 

@@ -5,7 +5,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from db import api, engine, models
+from pcisim.db import api, engine, models
 from pcisim import exception
 from tests.unit.db import factories
 

@@ -3,7 +3,7 @@
 import pytest
 import sqlalchemy as sa
 
-from db import api, engine, models
+from pcisim.db import api, engine, models
 from pcisim import exception
 from tests.unit.db import factories
 

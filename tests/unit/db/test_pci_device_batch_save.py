@@ -7,7 +7,7 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from db import api, engine, models
+from pcisim.db import api, engine, models
 from pcisim import context as pcisim_context
 from pcisim import exception
 from tests.unit.db import factories

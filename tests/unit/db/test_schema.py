@@ -5,7 +5,7 @@ import sqlalchemy as sa
 from alembic import autogenerate
 from alembic import migration as alembic_migration
 
-from db import engine, models
+from pcisim.db import engine, models
 
 BOOKKEEPING = ("created_at", "updated_at", "deleted_at", "deleted")
 ALL_TABLES = (*models.LIVE_TABLES, *models.SHADOW_TABLES.values())

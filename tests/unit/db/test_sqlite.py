@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from db import api
+from pcisim.db import api
 from tests import backends
 from tests.unit.db import factories
 

@@ -5,13 +5,13 @@ import uuid
 import pytest
 from oslo_versionedobjects import fixture
 
-import objects
-from objects import base
-from objects.compute_node import ComputeNode
-from objects.instance import Instance
-from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
-from objects.pci_device import PciDevice, PciDeviceList
-from objects.pci_device_pool import PciDevicePool, PciDevicePoolList
+from pcisim import objects
+from pcisim.objects import base
+from pcisim.objects.compute_node import ComputeNode
+from pcisim.objects.instance import Instance
+from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from pcisim.objects.pci_device import PciDevice, PciDeviceList
+from pcisim.objects.pci_device_pool import PciDevicePool, PciDevicePoolList
 
 objects.register_all()
 

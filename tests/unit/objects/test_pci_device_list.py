@@ -6,9 +6,9 @@ import datetime
 import sqlalchemy as sa
 from oslo_serialization import jsonutils
 
-from db import engine, models
-from objects import base
-from objects.pci_device import PciDevice, PciDeviceList
+from pcisim.db import engine, models
+from pcisim.objects import base
+from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from tests import object_factories
 
 A = "11111111-1111-1111-1111-111111111111"

@@ -2,9 +2,9 @@
 
 import pytest
 
-from objects.fields import PciDeviceStatus as S
-from objects.pci_device import PciDevice
-from objects.pci_device_state import TRANSITIONS
+from pcisim.objects.fields import PciDeviceStatus as S
+from pcisim.objects.pci_device import PciDevice
+from pcisim.objects.pci_device_state import TRANSITIONS
 from pcisim import exception
 
 ALL_STATUSES = S.ALL

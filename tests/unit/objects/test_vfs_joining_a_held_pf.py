@@ -7,9 +7,9 @@ claim that the scheduler then sent for it.
 
 import pytest
 
-from objects.fields import PciDeviceStatus as S
-from objects.pci_device import PciDevice
-from objects.pci_device_state import vfs_joining
+from pcisim.objects.fields import PciDeviceStatus as S
+from pcisim.objects.pci_device import PciDevice
+from pcisim.objects.pci_device_state import vfs_joining
 
 
 def _device(address, dev_type, status=S.AVAILABLE, owner=None):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pci.address import GlobAddressSpec, PciAddress, RegexAddressSpec, address_spec
+from pcisim.pci.address import GlobAddressSpec, PciAddress, RegexAddressSpec, address_spec
 from pcisim.exception import InvalidPciAddress
 
 

@@ -8,9 +8,9 @@ names the entry (by its address when it has one) and what is wrong with it.
 
 import pytest
 
-from objects.pci_device import PciDeviceList
-from pci.manager import PciDevTracker
-from pci.report import normalized_report
+from pcisim.objects.pci_device import PciDeviceList
+from pcisim.pci.manager import PciDevTracker
+from pcisim.pci.report import normalized_report
 from pcisim import exception
 from tests import object_factories
 from tests.unit.pci import inventory

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pci.devspec import DeviceSpec, DeviceSpecList
+from pcisim.pci.devspec import DeviceSpec, DeviceSpecList
 from pcisim.exception import PciConfigError
 
 PF_ADDR = "0000:0a:00.0"

@@ -5,12 +5,12 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from db import engine, models
-from objects.fields import PciDeviceStatus as S
-from objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
-from objects.pci_device import PciDeviceList
-from pci.devspec import DeviceSpecList
-from pci.manager import PciDevTracker
+from pcisim.db import engine, models
+from pcisim.objects.fields import PciDeviceStatus as S
+from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from pcisim.objects.pci_device import PciDeviceList
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.manager import PciDevTracker
 from pcisim import dbaccess, exception
 from tests import object_factories
 from tests.unit.pci import inventory

@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
-from objects.instance_pci_requests import InstancePCIRequests
-from pci import request
-from pci.request import Alias
+from pcisim.objects.instance_pci_requests import InstancePCIRequests
+from pcisim.pci import request
+from pcisim.pci.request import Alias
 from pcisim import exception
 
 NIC = '{"name": "nic", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}'

@@ -4,10 +4,10 @@ import uuid
 
 import pytest
 
-from objects.fields import PciDeviceStatus as S
-from objects.instance_pci_requests import InstancePCIRequest
-from objects.pci_device import PciDevice
-from pci.stats import PciDeviceStats
+from pcisim.objects.fields import PciDeviceStatus as S
+from pcisim.objects.instance_pci_requests import InstancePCIRequest
+from pcisim.objects.pci_device import PciDevice
+from pcisim.pci.stats import PciDeviceStats
 from pcisim import exception
 
 VF_SPEC = {"vendor_id": "8086", "product_id": "1520"}
