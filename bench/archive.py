@@ -47,11 +47,11 @@ import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
 
 from bench import harness
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
 from pcisim.db import archive as db_archive
 from pcisim.db import engine as db_engine
 from pcisim.db import migration, models
-from pcisim import conf as pcisim_conf
-from pcisim import context as pcisim_context
 
 MYSQL_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
 CHUNK = 5000

@@ -14,11 +14,11 @@ import uuid
 
 import sqlalchemy as sa
 
-from pcisim.db import engine, migration
-from pcisim.objects.compute_node import ComputeNode
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing
+from pcisim.db import engine, migration
+from pcisim.objects.compute_node import ComputeNode
 
 RESULTS = pathlib.Path(__file__).with_name("results.json")
 

@@ -50,12 +50,12 @@ import pcisim  # noqa: F401  (selects the concurrency backend before oslo.messag
 import oslo_messaging as messaging
 
 from bench import harness
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess, rpc, testing
 from pcisim.conductor import manager as conductor_manager
 from pcisim.conductor import rpcapi
 from pcisim.db import api as db_api
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
-from pcisim import conf as pcisim_conf
-from pcisim import dbaccess, rpc, testing
 
 RABBIT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 BATCH = 500

@@ -46,6 +46,9 @@ import uuid
 import sqlalchemy as sa
 
 from bench import harness
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
+from pcisim import dbaccess, testing, trace
 from pcisim.compute import service as compute_service
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import scheduler
@@ -54,9 +57,6 @@ from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.service import ServiceList
 from pcisim.pci import request as pci_request
 from pcisim.pci.devspec import DeviceSpecList
-from pcisim import conf as pcisim_conf
-from pcisim import context as pcisim_context
-from pcisim import dbaccess, testing, trace
 
 SIZES, QUICK_SIZES = (10, 100, 1000), (10, 30)
 SERVERS, QUICK_SERVERS = 1000, 50

@@ -10,14 +10,14 @@ import uuid as uuidlib
 
 from oslo_log import log as logging
 
+from pcisim import conf as pcisim_conf
+from pcisim import exception
 from pcisim.compute import rpcapi as compute_rpcapi
 from pcisim.compute import states
 from pcisim.conductor import rpcapi as conductor_rpcapi
 from pcisim.objects.instance import Instance
 from pcisim.objects.service import Service
 from pcisim.pci import request as pci_request
-from pcisim import conf as pcisim_conf
-from pcisim import exception
 
 LOG = logging.getLogger(__name__)
 COMPUTE_BINARY = "pcisim-compute"

@@ -11,6 +11,7 @@ database after a crash.
 import dataclasses
 import threading
 
+from pcisim import exception
 from pcisim.compute.inventory import (
     SHORT_FORM_KEYS,
     Where,
@@ -19,7 +20,6 @@ from pcisim.compute.inventory import (
     short_form_inventory,
 )
 from pcisim.pci.address import PciAddress
-from pcisim import exception
 
 
 @dataclasses.dataclass(frozen=True)

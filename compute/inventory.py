@@ -15,10 +15,10 @@ from collections.abc import Hashable
 
 import yaml
 
+from pcisim.exception import InvalidInventory, InvalidPciAddress
 from pcisim.objects.fields import PciDeviceType
 from pcisim.pci import report
 from pcisim.pci.address import PciAddress
-from pcisim.exception import InvalidInventory, InvalidPciAddress
 
 RESOURCE_DEFAULTS = {"vcpus": 32, "memory_mb": 131072, "local_gb": 1024}
 NODE_KEYS = (*RESOURCE_DEFAULTS, "numa_nodes", "sockets", "pci_devices")

@@ -18,11 +18,11 @@ from oslo_concurrency import lockutils
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from pcisim import conf as pcisim_conf
+from pcisim import exception, faults
 from pcisim.compute import resource_tracker as rt
 from pcisim.compute import states
 from pcisim.objects.instance import InstanceList
-from pcisim import conf as pcisim_conf
-from pcisim import exception, faults
 
 LOG = logging.getLogger(__name__)
 CONF = pcisim_conf.CONF

@@ -16,10 +16,10 @@ import uuid as uuidlib
 
 from oslo_log import log as logging
 
+from pcisim import exception, faults
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.instance import InstanceList
 from pcisim.pci.manager import PciDevTracker
-from pcisim import exception, faults
 
 LOG = logging.getLogger(__name__)
 RESOURCES = (("vcpus", "vcpus"), ("memory_mb", "memory_mb"), ("local_gb", "root_gb"))

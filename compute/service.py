@@ -2,12 +2,12 @@
 
 from oslo_log import log as logging
 
-from pcisim.compute import manager as compute_manager
-from pcisim.conductor import rpcapi as conductor_rpcapi
-from pcisim.objects.service import Service
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import exception
+from pcisim.compute import manager as compute_manager
+from pcisim.conductor import rpcapi as conductor_rpcapi
+from pcisim.objects.service import Service
 from pcisim.service import RPCService
 
 LOG = logging.getLogger(__name__)

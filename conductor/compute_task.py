@@ -9,10 +9,10 @@ import functools
 import oslo_messaging as messaging
 from oslo_log import log as logging
 
-from pcisim.conductor import scheduler
-from pcisim.objects.instance_fault import InstanceFault
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception
+from pcisim.conductor import scheduler
+from pcisim.objects.instance_fault import InstanceFault
 
 LOG = logging.getLogger(__name__)
 NAMESPACE = "compute_task"

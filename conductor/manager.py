@@ -19,10 +19,9 @@ from oslo_log import log as logging
 from oslo_utils import versionutils
 from oslo_versionedobjects import base as ovo_base
 
-from pcisim import objects
+from pcisim import dbaccess, exception, objects
 from pcisim.conductor import rpcapi
 from pcisim.objects import base as objects_base
-from pcisim import dbaccess, exception
 
 LOG = logging.getLogger(__name__)
 

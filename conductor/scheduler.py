@@ -9,12 +9,12 @@ import functools
 
 from oslo_log import log as logging
 
+from pcisim import conf as pcisim_conf
+from pcisim import exception
 from pcisim.db import api as db_api
 from pcisim.objects.pci_device_pool import PciDevicePoolList
 from pcisim.objects.service import ServiceList
 from pcisim.pci.stats import PciDeviceStats
-from pcisim import conf as pcisim_conf
-from pcisim import exception
 
 LOG = logging.getLogger(__name__)
 COMPUTE_BINARY = "pcisim-compute"

@@ -1,10 +1,10 @@
 """The conductor service: object calls and compute tasks on the topic ``conductor``."""
 
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess
 from pcisim.compute import rpcapi as compute_rpcapi
 from pcisim.conductor import compute_task, manager
 from pcisim.objects import base as objects_base
-from pcisim import conf as pcisim_conf
-from pcisim import dbaccess
 from pcisim.service import RPCService
 
 BINARY = "pcisim-conductor"

@@ -18,9 +18,9 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 from sqlalchemy.orm import exc as orm_exc
 
+from pcisim import exception
 from pcisim.db import models, pci_batch
 from pcisim.db.engine import reader, writer
-from pcisim import exception
 
 PCI_REQUIRED_FIELDS = (
     "compute_node_id",

@@ -29,9 +29,9 @@ import sqlalchemy as sa
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 
+from pcisim import exception
 from pcisim.db import models
 from pcisim.db.engine import writer
-from pcisim import exception
 
 ROWS_PER_TRANSACTION = 1000
 IDS_PER_STATEMENT = 500

@@ -9,9 +9,9 @@ import os
 
 from oslo_db.sqlalchemy import enginefacade
 
-from pcisim.db import sqlite
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception
+from pcisim.db import sqlite
 
 context_manager = enginefacade.transaction_context()
 

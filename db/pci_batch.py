@@ -20,8 +20,8 @@ import itertools
 import sqlalchemy as sa
 from oslo_db import exception as db_exc
 
-from pcisim.db import models
 from pcisim import exception
+from pcisim.db import models
 
 DEVICES = models.PciDevice.__table__
 HOLDER_FIELDS = ("status", "instance_uuid")

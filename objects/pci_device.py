@@ -3,9 +3,9 @@
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
 
+from pcisim import exception
 from pcisim.db import api as db_api
 from pcisim.objects import base, fields, pci_device_state
-from pcisim import exception
 
 
 @base.PcisimObjectRegistry.register

@@ -24,9 +24,9 @@ Every check runs before anything changes, so a refused event changes nothing.
 
 import dataclasses
 
+from pcisim import exception
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.fields import PciDeviceType
-from pcisim import exception
 
 _GONE = frozenset({S.REMOVED, S.DELETED})
 PF_FOLLOWING_VFS = frozenset({S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE})

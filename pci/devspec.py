@@ -7,9 +7,9 @@ does. With no spec at all, no device is assignable.
 
 import json
 
+from pcisim.exception import InvalidPciAddress, PciConfigError
 from pcisim.objects.fields import PciDeviceType
 from pcisim.pci.address import ANY, HEX_DIGITS, address_spec
-from pcisim.exception import InvalidPciAddress, PciConfigError
 
 OPTION = "device_spec"
 MAX_PCI_ID = 0xFFFF

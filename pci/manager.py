@@ -22,11 +22,11 @@ import collections
 
 from oslo_log import log as logging
 
+from pcisim import exception
 from pcisim.objects import fields, pci_device_state
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from pcisim.pci import stats as pci_stats
 from pcisim.pci.report import REPORTED_FIELDS, normalized_report, report_of
-from pcisim import exception
 
 LOG = logging.getLogger(__name__)
 S = fields.PciDeviceStatus

@@ -6,9 +6,9 @@ required; ``parent_addr`` (a VF's PF, required of a VF or vDPA device and of no 
 ``numa_node``, ``label`` and ``dev_id`` are not.
 """
 
+from pcisim import exception
 from pcisim.objects import fields
 from pcisim.pci.address import PciAddress
-from pcisim import exception
 
 REQUIRED_FIELDS = ("address", "vendor_id", "product_id", "dev_type")
 CHILD_TYPES = frozenset({fields.PciDeviceType.SRIOV_VF, fields.PciDeviceType.VDPA})

@@ -12,9 +12,9 @@ import json
 import re
 import uuid
 
+from pcisim import exception
 from pcisim.objects import fields
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
-from pcisim import exception
 
 NUMA_POLICIES = ("required", "legacy", "preferred", "socket")
 DEFAULT_NUMA_POLICY = "legacy"

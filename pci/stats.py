@@ -21,10 +21,10 @@ claim does not grow with the number of devices or pools on the node.
 import collections
 import dataclasses
 
+from pcisim import exception
 from pcisim.objects import pci_device_pool
 from pcisim.objects.fields import PciDeviceType
 from pcisim.pci.request import spec_matches
-from pcisim import exception
 
 REQUEST_ONLY_TYPES = frozenset({PciDeviceType.SRIOV_PF, PciDeviceType.VDPA})
 LEGACY, REQUIRED, PREFERRED, SOCKET = "legacy", "required", "preferred", "socket"

@@ -42,12 +42,12 @@ def control_plane(
     """A running in-process control plane on a fresh SQLite database."""
     from oslo_db.sqlalchemy import enginefacade
 
+    from pcisim import conf as pcisim_conf
+    from pcisim import testing
     from pcisim.compute.driver import SimulatedDriver
     from pcisim.db import engine, migration
     from pcisim.pci.devspec import DeviceSpecList
     from pcisim.pci.request import parse_aliases
-    from pcisim import conf as pcisim_conf
-    from pcisim import testing
 
     pcisim_conf.register_opts()
     manager = enginefacade.transaction_context()

@@ -13,10 +13,10 @@ import oslo_messaging as messaging
 from kombu.transport import memory as memory_transport
 from oslo_messaging.rpc import dispatcher
 
-from pcisim.objects import base as objects_base
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import trace
+from pcisim.objects import base as objects_base
 
 ALLOWED_EXMODS = ["pcisim.exception", "oslo_versionedobjects.exception"]
 # user:password@ after the scheme or after a comma (a URL may list several hosts). The

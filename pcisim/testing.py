@@ -22,6 +22,10 @@ import threading
 import time
 import uuid
 
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
+from pcisim import dbaccess, exception, rpc, trace
+from pcisim.api import app as api_app
 from pcisim.compute import api as compute_api
 from pcisim.compute import service as compute_service
 from pcisim.conductor import rpcapi
@@ -31,10 +35,6 @@ from pcisim.objects import base as objects_base
 from pcisim.objects.instance import Instance
 from pcisim.objects.pci_device import PciDeviceList
 from pcisim.objects.service import Service
-from pcisim import conf as pcisim_conf
-from pcisim import context as pcisim_context
-from pcisim import dbaccess, exception, rpc, trace
-from pcisim.api import app as api_app
 
 CONF = pcisim_conf.CONF
 API_ACTOR = api_app.ACTOR

@@ -3,10 +3,10 @@ import os
 import pytest
 
 import pcisim  # noqa: F401  (selects the concurrency backend before anything else)
-from pcisim.db import engine
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import rpc, testing
+from pcisim.db import engine
 from tests import backends
 
 

@@ -1,9 +1,9 @@
 """/hypervisors: compute nodes, their usage, PCI pools and PF/VF trees."""
 
-from pcisim.objects.compute_node import ComputeNode, ComputeNodeList
-from pcisim.objects.pci_device import PciDeviceList
 from pcisim import exception
 from pcisim.api import schemas, views
+from pcisim.objects.compute_node import ComputeNode, ComputeNodeList
+from pcisim.objects.pci_device import PciDeviceList
 
 
 def view(node):

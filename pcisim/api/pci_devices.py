@@ -2,9 +2,9 @@
 
 import flask
 
-from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from pcisim import exception
 from pcisim.api import errors, schemas, views
+from pcisim.objects.pci_device import PciDevice, PciDeviceList
 
 _FILTER_NAMES = {"server": "instance_uuid"}
 

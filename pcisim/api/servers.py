@@ -2,11 +2,11 @@
 
 import flask
 
+from pcisim import exception
+from pcisim.api import schemas, views
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci import request as pci_request
-from pcisim import exception
-from pcisim.api import schemas, views
 
 STATUS = {"building": "BUILD", "active": "ACTIVE", "error": "ERROR", "deleted": "DELETED"}
 

@@ -10,9 +10,9 @@ from oslo_log import log as logging
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import url as sa_url
 
-from pcisim.db import engine
 from pcisim import conf as pcisim_conf
 from pcisim import exception, rpc, trace
+from pcisim.db import engine
 
 
 def prepare(binary, argv=None):

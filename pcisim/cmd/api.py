@@ -10,14 +10,14 @@ the conductor over RPC. SIGTERM and SIGINT stop it.
 
 import sys
 
-from pcisim.compute import api as compute_api
-from pcisim.conductor import rpcapi as conductor_rpcapi
-from pcisim.objects import base as objects_base
-from pcisim.pci import request
 from pcisim import cmd, dbaccess, exception, rpc, wsgi
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service
 from pcisim.api import app as api_app
+from pcisim.compute import api as compute_api
+from pcisim.conductor import rpcapi as conductor_rpcapi
+from pcisim.objects import base as objects_base
+from pcisim.pci import request
 
 BINARY = "pcisim-api"
 CONF = pcisim_conf.CONF

@@ -12,14 +12,14 @@ import sys
 
 from oslo_log import log as logging
 
+from pcisim import cmd, dbaccess, exception, rpc
+from pcisim import conf as pcisim_conf
+from pcisim import service as pcisim_service
 from pcisim.compute import driver as compute_driver
 from pcisim.compute import service as compute_service
 from pcisim.conductor import rpcapi as conductor_rpcapi
 from pcisim.objects import base as objects_base
 from pcisim.pci import devspec
-from pcisim import cmd, dbaccess, exception, rpc
-from pcisim import conf as pcisim_conf
-from pcisim import service as pcisim_service
 
 LOG = logging.getLogger(__name__)
 BINARY = compute_service.BINARY

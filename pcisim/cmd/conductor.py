@@ -11,11 +11,11 @@ import sys
 
 from oslo_log import log as logging
 
-from pcisim.conductor import service as conductor_service
-from pcisim.db import migration, sqlite
 from pcisim import cmd, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import service as pcisim_service
+from pcisim.conductor import service as conductor_service
+from pcisim.db import migration, sqlite
 
 LOG = logging.getLogger(__name__)
 BINARY = conductor_service.BINARY

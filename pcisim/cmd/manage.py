@@ -23,10 +23,10 @@ from dateutil import tz
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from pcisim.db import archive, migration
 from pcisim import cmd, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
+from pcisim.db import archive, migration
 
 CONF = pcisim_conf.CONF
 LOG = logging.getLogger(__name__)

@@ -16,6 +16,10 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from pcisim import cmd, dbaccess, exception, rpc, trace, wsgi
+from pcisim import conf as pcisim_conf
+from pcisim import service as pcisim_service
+from pcisim.api import app as api_app
 from pcisim.compute import api as compute_api
 from pcisim.compute import driver as compute_driver
 from pcisim.compute import service as compute_service
@@ -24,10 +28,6 @@ from pcisim.conductor import service as conductor_service
 from pcisim.db import migration
 from pcisim.objects import base as objects_base
 from pcisim.pci import devspec, request
-from pcisim import cmd, dbaccess, exception, rpc, trace, wsgi
-from pcisim import conf as pcisim_conf
-from pcisim import service as pcisim_service
-from pcisim.api import app as api_app
 
 LOG = logging.getLogger(__name__)
 CONF = pcisim_conf.CONF

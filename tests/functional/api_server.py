@@ -10,12 +10,12 @@ import contextlib
 
 import sqlalchemy as sa
 
+from pcisim import dbaccess, testing, wsgi
+from pcisim.api import app as api_app
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.db import engine, models
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import dbaccess, testing, wsgi
-from pcisim.api import app as api_app
 from tests import backends
 
 SPECS = ['{"vendor_id": "10de"}', '{"vendor_id": "8086"}']

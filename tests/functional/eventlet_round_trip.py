@@ -18,11 +18,11 @@ import pcisim  # noqa: F401  (monkey-patches and selects the backend, before any
 import eventlet.patcher
 from oslo_service import backend
 
-from pcisim.db import engine, migration
-from pcisim.objects.pci_device import PciDevice
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import testing
+from pcisim.db import engine, migration
+from pcisim.objects.pci_device import PciDevice
 from tests import object_factories
 
 

@@ -7,10 +7,10 @@ the control plane's API and objects.
 
 import sqlalchemy as sa
 
+from pcisim import dbaccess, testing
 from pcisim.db import engine, models
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.instance import Instance
-from pcisim import dbaccess, testing
 
 DEVICES = models.PciDevice.__table__
 SHADOW_DEVICES = models.shadow_of(DEVICES)

@@ -21,13 +21,12 @@ import pcisim  # noqa: F401  (selects the concurrency backend before anything el
 # isort: split
 from oslo_versionedobjects import base as ovo_base
 
-from pcisim import objects
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
+from pcisim import dbaccess, objects, rpc
 from pcisim.conductor import rpcapi
 from pcisim.objects import base as objects_base
 from pcisim.objects import fields, pci_device
-from pcisim import conf as pcisim_conf
-from pcisim import context as pcisim_context
-from pcisim import dbaccess, rpc
 
 
 class PciDevice(pci_device.PciDevice):

@@ -42,14 +42,14 @@ from hypothesis.stateful import (
     rule,
 )
 
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess, faults, testing
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import service as conductor_service
 from pcisim.db import archive, engine, models
 from pcisim.objects.instance import Instance
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import conf as pcisim_conf
-from pcisim import dbaccess, faults, testing
 from tests.functional import flows
 
 CONF = pcisim_conf.CONF

@@ -4,11 +4,11 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from pcisim import testing
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.db import engine
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import testing
 from tests import backends
 
 

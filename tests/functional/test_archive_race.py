@@ -29,12 +29,12 @@ import logging
 import pytest
 import sqlalchemy as sa
 
+from pcisim import dbaccess, faults, testing
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.db import engine, models
 from pcisim.objects.instance import Instance
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import dbaccess, faults, testing
 from tests import backends
 from tests.functional import flows
 

@@ -15,8 +15,8 @@ import oslo_messaging as messaging
 import pytest
 from oslo_versionedobjects import exception as ovo_exception
 
-from pcisim.objects.compute_node import ComputeNodeList
 from pcisim import exception, rpc
+from pcisim.objects.compute_node import ComputeNodeList
 from tests import object_factories
 from tests.functional import api_server
 

@@ -2,11 +2,11 @@
 
 import pytest
 
+from pcisim import faults, testing
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.objects.instance import Instance
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import faults, testing
 from tests.functional import flows
 
 SPECS = DeviceSpecList.from_config(['{"vendor_id": "8086"}', '{"vendor_id": "10de"}'])

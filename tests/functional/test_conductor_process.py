@@ -13,13 +13,13 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from pcisim import conf as pcisim_conf
+from pcisim import dbaccess, exception, rpc
 from pcisim.conductor import rpcapi
 from pcisim.db import engine, models
 from pcisim.objects import base as objects_base
 from pcisim.objects.compute_node import ComputeNodeList
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
-from pcisim import conf as pcisim_conf
-from pcisim import dbaccess, exception, rpc
 from tests import backends, object_factories
 from tests.conftest import RABBIT_URL
 from tests.functional import processes

@@ -4,9 +4,9 @@ import oslo_messaging as messaging
 import pytest
 from oslo_versionedobjects import exception as ovo_exception
 
-from pcisim.objects.compute_node import ComputeNodeList
 from pcisim import context as pcisim_context
 from pcisim import exception, rpc
+from pcisim.objects.compute_node import ComputeNodeList
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import oslo_messaging as messaging
 import pytest
 import sqlalchemy as sa
 
+from pcisim import dbaccess, exception, testing
 from pcisim.db import api as db_api
 from pcisim.db import engine, models
 from pcisim.objects import base as objects_base
@@ -14,7 +15,6 @@ from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from pcisim.objects.pci_device_pool import PciDevicePool, PciDevicePoolList
-from pcisim import dbaccess, exception, testing
 from tests import object_factories
 
 

@@ -4,10 +4,10 @@ import uuid
 
 import pytest
 
+from pcisim import testing, trace
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import testing, trace
 
 SPECS = DeviceSpecList.from_config(['{"vendor_id": "10de"}', '{"vendor_id": "8086"}'])
 ALIASES = parse_aliases(

@@ -14,6 +14,8 @@ import types
 
 import pytest
 
+from pcisim import conf as pcisim_conf
+from pcisim import exception, faults, testing
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import rpcapi as conductor_rpcapi
 from pcisim.objects import base as objects_base
@@ -21,8 +23,6 @@ from pcisim.objects.instance import Instance
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import conf as pcisim_conf
-from pcisim import exception, faults, testing
 from tests import backends
 from tests.functional import flows
 

@@ -14,13 +14,13 @@ import threading
 
 import pytest
 
+from pcisim import faults, testing
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.objects.compute_node import ComputeNodeList
 from pcisim.objects.instance import Instance
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import faults, testing
 from tests import backends
 from tests.functional import flows
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from pcisim import testing
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import testing
 from tests import backends
 from tests.functional import flows, pci_machine
 

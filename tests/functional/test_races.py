@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from pcisim import conf, context, exception, testing
 from pcisim.compute import service as compute_service
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import service as conductor_service
@@ -20,7 +21,6 @@ from pcisim.objects.instance import Instance
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import conf, context, exception, testing
 from tests import backends
 from tests.functional import flows
 

@@ -19,9 +19,9 @@ import uuid
 
 import pytest
 
-from pcisim.db import archive, engine
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, faults, testing
+from pcisim.db import archive, engine
 from tests import backends
 from tests.conftest import RABBIT_URL
 from tests.functional import flows, processes, storm

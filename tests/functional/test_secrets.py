@@ -15,9 +15,9 @@ import time
 import pytest
 from oslo_db.sqlalchemy import enginefacade
 
+from pcisim import conf as pcisim_conf
 from pcisim.db import engine as db_engine
 from pcisim.db import migration
-from pcisim import conf as pcisim_conf
 from tests.functional import processes
 
 PASSWORD = "s3cr3t-pw"

@@ -3,12 +3,12 @@ to the compute and back, with every object call the compute makes for it."""
 
 import pytest
 
+from pcisim import testing, trace, trace_report
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import rpcapi
 from pcisim.objects.pci_device import PciDeviceList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from pcisim import testing, trace, trace_report
 from tests import backends
 
 HOST = "gpu-host"

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from pcisim.compute.driver import SimulatedDriver
 from pcisim import exception
+from pcisim.compute.driver import SimulatedDriver
 
 PF = {"address": "0000:10:00.0", "vendor_id": "8086", "product_id": "1521", "dev_type": "type-PF"}
 GPU = {"address": "0000:80:00.0", "vendor_id": "10de", "product_id": "1eb8", "dev_type": "type-PCI"}

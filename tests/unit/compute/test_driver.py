@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
+from pcisim import exception
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.compute.inventory import Where, short_form_inventory
-from pcisim import exception
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "etc" / "inventory"
 NEW_VF = {

@@ -7,8 +7,8 @@ import datetime
 import pytest
 import sqlalchemy as sa
 
-from pcisim.db import api, archive, engine, models
 from pcisim import exception
+from pcisim.db import api, archive, engine, models
 from tests.unit.db import factories
 
 ADDRESS = "0000:81:00.1"

@@ -3,8 +3,8 @@
 import pytest
 import sqlalchemy as sa
 
-from pcisim.db import api, engine, models
 from pcisim import exception
+from pcisim.db import api, engine, models
 from tests.unit.db import factories
 
 

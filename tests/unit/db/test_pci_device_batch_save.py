@@ -7,9 +7,9 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from pcisim.db import api, engine, models
 from pcisim import context as pcisim_context
 from pcisim import exception
+from pcisim.db import api, engine, models
 from tests.unit.db import factories
 
 A, B = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"

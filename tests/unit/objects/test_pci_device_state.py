@@ -2,10 +2,10 @@
 
 import pytest
 
+from pcisim import exception
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.pci_device import PciDevice
 from pcisim.objects.pci_device_state import TRANSITIONS
-from pcisim import exception
 
 ALL_STATUSES = S.ALL
 INSTANCE, OTHER = "instance-1", "instance-2"

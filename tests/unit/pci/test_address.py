@@ -2,8 +2,8 @@
 
 import pytest
 
-from pcisim.pci.address import GlobAddressSpec, PciAddress, RegexAddressSpec, address_spec
 from pcisim.exception import InvalidPciAddress
+from pcisim.pci.address import GlobAddressSpec, PciAddress, RegexAddressSpec, address_spec
 
 
 class TestPciAddress:

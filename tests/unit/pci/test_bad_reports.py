@@ -8,10 +8,10 @@ names the entry (by its address when it has one) and what is wrong with it.
 
 import pytest
 
+from pcisim import exception
 from pcisim.objects.pci_device import PciDeviceList
 from pcisim.pci.manager import PciDevTracker
 from pcisim.pci.report import normalized_report
-from pcisim import exception
 from tests import object_factories
 from tests.unit.pci import inventory
 from tests.unit.pci.test_manager import SPECS

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pcisim.pci.devspec import DeviceSpec, DeviceSpecList
 from pcisim.exception import PciConfigError
+from pcisim.pci.devspec import DeviceSpec, DeviceSpecList
 
 PF_ADDR = "0000:0a:00.0"
 

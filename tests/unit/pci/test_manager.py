@@ -5,13 +5,13 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from pcisim import dbaccess, exception
 from pcisim.db import engine, models
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pcisim.objects.pci_device import PciDeviceList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.manager import PciDevTracker
-from pcisim import dbaccess, exception
 from tests import object_factories
 from tests.unit.pci import inventory
 

@@ -5,10 +5,10 @@ import uuid
 
 import pytest
 
+from pcisim import exception
 from pcisim.objects.instance_pci_requests import InstancePCIRequests
 from pcisim.pci import request
 from pcisim.pci.request import Alias
-from pcisim import exception
 
 NIC = '{"name": "nic", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}'
 GPU = '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8", "numa_policy": "required"}'

@@ -4,11 +4,11 @@ import uuid
 
 import pytest
 
+from pcisim import exception
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.instance_pci_requests import InstancePCIRequest
 from pcisim.objects.pci_device import PciDevice
 from pcisim.pci.stats import PciDeviceStats
-from pcisim import exception
 
 VF_SPEC = {"vendor_id": "8086", "product_id": "1520"}
 PF_SPEC = {"vendor_id": "8086", "product_id": "1521", "dev_type": "type-PF"}

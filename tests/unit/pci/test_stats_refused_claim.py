@@ -10,11 +10,11 @@ import uuid
 
 import pytest
 
+from pcisim import exception
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.instance_pci_requests import InstancePCIRequest
 from pcisim.objects.pci_device import PciDevice
 from pcisim.pci.stats import PciDeviceStats
-from pcisim import exception
 
 
 def _device(address, dev_type="type-VF", parent=None):
