@@ -36,4 +36,5 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) state .pytest_cache
+	rm -rf $(VENV) bench/.nova-venv state build .pytest_cache .hypothesis .ruff_cache *.egg-info bench/results.json
+	find . -name __pycache__ -type d -not -path "./.git/*" -prune -exec rm -rf {} +
