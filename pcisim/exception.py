@@ -191,7 +191,11 @@ class TraceUnavailable(PcisimException):
 
 
 class FlowNotFound(NotFound):
-    msg_fmt = "no flow %(request_id)s in %(path)s (or more than one begins so)"
+    msg_fmt = "no flow %(request_id)s in %(path)s"
+
+
+class FlowAmbiguous(Invalid):
+    msg_fmt = "%(count)d flows in %(path)s begin with %(request_id)s: %(matches)s; give more of it"
 
 
 class InvalidConfigValue(Invalid):

@@ -45,8 +45,13 @@ def pick(grouped, path, request_id=None):
     HTTP request other than a GET, else the last flow."""
     if request_id is not None:
         matches = [rid for rid in grouped if rid and rid.startswith(request_id)]
-        if len(matches) != 1:
+        if not matches:
             raise exception.FlowNotFound(request_id=request_id, path=path)
+        if len(matches) > 1:
+            shown = ", ".join(matches[:3]) + (", ..." if len(matches) > 3 else "")
+            raise exception.FlowAmbiguous(
+                request_id=request_id, path=path, count=len(matches), matches=shown
+            )
         return grouped[matches[0]]
     if not grouped:
         raise exception.TraceUnavailable(path=path, reason="nothing recorded yet")

@@ -1,6 +1,7 @@
 """pcisim: ``pcisim up`` runs the all-in-one control plane; the other commands talk to
 its HTTP API (see ``pcisim.cli``)."""
 
+import os
 import sys
 
 from pcisim import cli
@@ -8,8 +9,12 @@ from pcisim import cli
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["up"]:
-        from pcisim.cmd import up
-
-        return up.main(argv[1:])
-    sys.exit(cli.run(cli.parser().parse_args(argv)))
+    try:
+        code = cli.run(cli.parse_args(argv))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # NOTE: a reader such as head went away: that ends the output, quietly, and
+        # stdout goes to /dev/null so that the interpreter's own flush cannot fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

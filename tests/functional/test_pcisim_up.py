@@ -196,3 +196,76 @@ def test_pcisim_trace_names_a_flow_it_does_not_have(up, up_directory):
     result = _cli(url, "trace", "req-nosuch", cwd=up_directory)
     assert result.returncode == 1
     assert "no flow req-nosuch" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_server_is_shown_and_deleted_by_its_name(up):
+    url, _ = up
+    created = _cli(url, "-f", "json", "server", "create", "by-name-vm", "--wait", "60")
+    server_id = json.loads(created.stdout)["id"]
+    shown = json.loads(_cli(url, "-f", "json", "server", "show", "by-name-vm").stdout)
+    assert shown["id"] == server_id
+    deleted = _cli(url, "server", "delete", "by-name-vm", "--wait")
+    assert (deleted.returncode, deleted.stdout) == (0, f"Server {server_id} deleted.\n")
+
+
+def test_a_name_two_servers_share_is_refused_with_their_ids(up):
+    url, _ = up
+    ids = [
+        json.loads(_cli(url, "-f", "json", "server", "create", "twin", "--wait").stdout)["id"]
+        for _ in range(2)
+    ]
+    shown = _cli(url, "server", "show", "twin")
+    assert shown.returncode == 1
+    assert "more than one server is named 'twin'" in shown.stderr
+    assert all(server_id in shown.stderr for server_id in ids)
+    for server_id in ids:
+        _cli(url, "server", "delete", server_id, "--wait")
+
+
+def test_a_delete_without_wait_says_it_has_begun(up):
+    url, _ = up
+    server_id = json.loads(_cli(url, "-f", "json", "server", "create", "quick").stdout)["id"]
+    deleted = _cli(url, "server", "delete", server_id)
+    assert deleted.stdout == f"Server {server_id} is being deleted.\n"
+
+
+def test_a_hypervisor_is_shown_by_its_name(up):
+    url, _ = up
+    nodes = json.loads(_cli(url, "-f", "json", "hypervisor", "list").stdout)
+    shown = json.loads(
+        _cli(url, "-f", "json", "hypervisor", "show", nodes[0]["hypervisor_hostname"]).stdout
+    )
+    assert shown["id"] == nodes[0]["id"]
+
+
+def test_the_pci_listing_names_each_device_host(up):
+    url, _ = up
+    header, *rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in _cli(url, "pci", "list").stdout.splitlines()
+        if line.startswith("|")
+    ]
+    hosts = {row[header.index("host")] for row in rows}
+    assert hosts == {"compute-1", "compute-2"}
+
+
+def test_a_listing_whose_reader_has_gone_ends_quietly(up):
+    url, _ = up
+    process = subprocess.Popen(
+        [str(PCISIM), "--url", url, "pci", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    process.stdout.close()  # as `| head` does once it has read enough
+    assert process.wait(timeout=60) == 1
+    assert process.stderr.read() == ""
+    process.stderr.close()
+
+
+def test_up_takes_the_global_options_before_it():
+    shown = subprocess.run(
+        [str(PCISIM), "-f", "json", "up", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "--nodes" in shown.stdout
