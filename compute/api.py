@@ -20,7 +20,6 @@ from pcisim.objects.service import Service
 from pcisim.pci import request as pci_request
 
 LOG = logging.getLogger(__name__)
-COMPUTE_BINARY = "pcisim-compute"
 
 
 class API:
@@ -81,7 +80,7 @@ class API:
     @staticmethod
     def _compute_is_up(context, host):
         try:
-            service = Service.get_by_host_and_binary(context, host, COMPUTE_BINARY)
+            service = Service.get_by_host_and_binary(context, host, compute_rpcapi.BINARY)
         except exception.ServiceNotFound:
             return False
         return service.is_up(pcisim_conf.CONF.service_down_time)

@@ -6,12 +6,13 @@ from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import exception
 from pcisim.compute import manager as compute_manager
+from pcisim.compute import rpcapi as compute_rpcapi
 from pcisim.conductor import rpcapi as conductor_rpcapi
 from pcisim.objects.service import Service
 from pcisim.service import RPCService
 
 LOG = logging.getLogger(__name__)
-BINARY = "pcisim-compute"
+BINARY = compute_rpcapi.BINARY
 CONF = pcisim_conf.CONF
 
 

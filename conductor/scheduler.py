@@ -11,13 +11,13 @@ from oslo_log import log as logging
 
 from pcisim import conf as pcisim_conf
 from pcisim import exception
+from pcisim.compute import rpcapi as compute_rpcapi
 from pcisim.db import api as db_api
 from pcisim.objects.pci_device_pool import PciDevicePoolList
 from pcisim.objects.service import ServiceList
 from pcisim.pci.stats import PciDeviceStats
 
 LOG = logging.getLogger(__name__)
-COMPUTE_BINARY = "pcisim-compute"
 
 
 def select_destination(context, instance, numa_cells=None, exclude=()):
@@ -25,7 +25,7 @@ def select_destination(context, instance, numa_cells=None, exclude=()):
     down_after = pcisim_conf.CONF.service_down_time
     up = {
         s.host
-        for s in ServiceList.get_all_by_binary(context, COMPUTE_BINARY)
+        for s in ServiceList.get_all_by_binary(context, compute_rpcapi.BINARY)
         if s.is_up(down_after)
     }
     # NOTE: rows, not ComputeNode objects: with 1,000 nodes, building the objects and
