@@ -44,7 +44,9 @@ import time
 import uuid
 from urllib import parse
 
-import pcisim  # noqa: F401  (selects the concurrency backend before oslo.messaging loads)
+from pcisim import concurrency
+
+concurrency.select_backend()  # selects the concurrency backend before oslo.messaging loads
 
 # isort: split
 import oslo_messaging as messaging

@@ -27,7 +27,9 @@ memory per simulated node < 2 MiB.
     python -m bench.scale [--quick]
 """
 
-import pcisim  # noqa: F401  (selects the concurrency backend before oslo.messaging loads)
+from pcisim import concurrency
+
+concurrency.select_backend()  # selects the concurrency backend before oslo.messaging loads
 
 # isort: split
 import argparse

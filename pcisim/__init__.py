@@ -1,15 +1,6 @@
 """pcisim: a miniature compute control plane built around a PCI device tracker.
 
-Importing this package selects the concurrency backend before anything can import
-oslo.messaging (which fixes the choice on first use); see :mod:`pcisim.concurrency`.
+Importing this package has no side effect: the concurrency backend is selected by each
+command's ``main()`` (see :mod:`pcisim.concurrency`), so that a process importing
+pcisim, such as a pytest session with pcisim's plugin, still chooses its own.
 """
-
-import warnings
-
-# futurist imports eventlet whether or not it is used, and eventlet warns on import.
-# In the default threading mode that warning tells an operator nothing actionable.
-warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")
-
-from pcisim import concurrency  # noqa: E402
-
-concurrency.select_backend()

@@ -8,12 +8,13 @@ study it: set ``PCISIM_CONCURRENCY=eventlet`` in the environment.
 The choice is an environment variable rather than a configuration option because it
 must be made before any other import: oslo.service fixes its backend the first time
 anything (importing oslo.messaging, for one) asks for it, and eventlet must patch the
-standard library before threads or sockets are created.
+standard library before threads or sockets are created. So importing pcisim selects
+nothing: each service command calls ``select_backend()`` as the first action of its
+``main()``, and so do the test suite and the ``control_plane`` fixture.
 """
 
 import os
-
-from oslo_service import backend
+import warnings
 
 ENV_VAR = "PCISIM_CONCURRENCY"
 THREADING = "threading"
@@ -38,8 +39,13 @@ def selected_mode():
 
 def select_backend():
     """Select oslo.service's backend (and monkey-patch for eventlet) exactly once."""
+    # NOTE: imported here, not at the top, so that importing this module (as the HTTP
+    # client's commands do) loads nothing of oslo.service.
+    from oslo_service import backend
+
     if backend.get_backend_type() is not None:
         return
+    _silence_eventlet_deprecation()
     if selected_mode() == EVENTLET:
         import eventlet
 
@@ -47,3 +53,9 @@ def select_backend():
         backend.init_backend(backend.BackendType.EVENTLET)
     else:
         backend.init_backend(backend.BackendType.THREADING)
+
+
+def _silence_eventlet_deprecation():
+    # NOTE: futurist imports eventlet whether or not it is used, and eventlet warns on
+    # import; in the default threading mode that warning tells an operator nothing.
+    warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")

@@ -11,6 +11,10 @@ on a fresh SQLite file and the in-process transport::
 Override ``control_plane_inventories`` (host -> list of ``NAME=SHORT_FORM`` or paths),
 ``control_plane_device_spec`` and ``control_plane_aliases`` to change what it runs.
 See docs/testing.md for the helpers and the injection points.
+
+NOTE: pytest loads this plugin in every session of a virtualenv where pcisim is
+installed, so it imports nothing of oslo: only a test that uses ``control_plane``
+selects the concurrency backend (the threading one, unless the session chose already).
 """
 
 import pytest
@@ -40,6 +44,9 @@ def control_plane(
     tmp_path, control_plane_inventories, control_plane_device_spec, control_plane_aliases
 ):
     """A running in-process control plane on a fresh SQLite database."""
+    from pcisim import concurrency
+
+    concurrency.select_backend()
     from oslo_db.sqlalchemy import enginefacade
 
     from pcisim import conf as pcisim_conf

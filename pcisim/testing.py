@@ -17,11 +17,20 @@ The database must be configured already (``db.engine.configure`` or a patched
 factory), and ``pcisim.conf.register_opts`` called.
 """
 
+# ruff: noqa: E402 (the backend is selected before most imports: see the NOTE below)
+
 import contextlib
 import threading
 import time
 import uuid
 
+from pcisim import concurrency
+
+# NOTE: a harness used directly, outside the pytest plugin, must still select the
+# backend before its imports below bring in oslo.messaging.
+concurrency.select_backend()
+
+# isort: split
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, exception, rpc, trace

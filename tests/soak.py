@@ -21,7 +21,9 @@ import traceback
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-import pcisim  # noqa: F401  (selects the concurrency backend before anything else)
+from pcisim import concurrency
+
+concurrency.select_backend()  # selects the concurrency backend before anything else
 from pcisim import conf as pcisim_conf
 from tests import backends
 from tests.functional import pci_machine

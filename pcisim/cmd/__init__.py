@@ -1,23 +1,34 @@
-"""Entry points of pcisim's commands."""
+"""Entry points of pcisim's commands.
+
+NOTE: importing this package (as the ``pcisim`` HTTP client does) loads nothing of
+oslo.messaging, oslo.db or SQLAlchemy: importing oslo.messaging fixes oslo.service's
+backend, which each service command selects first thing in its ``main()``. The helpers
+below import them when called.
+"""
 
 import re
 import sys
 
-import oslo_messaging as messaging
 from oslo_config import cfg
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import url as sa_url
 
-from pcisim import conf as pcisim_conf
-from pcisim import exception, rpc, trace
-from pcisim.db import engine
+from pcisim import concurrency, exception, trace
+
+
+def select_backend(binary):
+    """Select the concurrency backend, first thing in a service command's ``main()``;
+    a ``PCISIM_CONCURRENCY`` that names no mode exits with one line saying so."""
+    try:
+        concurrency.select_backend()
+    except concurrency.InvalidConcurrencyMode as error:
+        sys.exit(f"{binary}: {error}")
 
 
 def prepare(binary, argv=None):
     """Parse the command line and configuration files and set up logging, or exit with
     a message naming what is wrong with them."""
+    from pcisim import conf as pcisim_conf
+
     try:
         pcisim_conf.parse_args(sys.argv[1:] if argv is None else argv)
         check_values(pcisim_conf.CONF)
@@ -54,6 +65,11 @@ def _value(holder, group, name):
 def check_transport_url(binary, url=None):
     """Exit naming ``[DEFAULT] transport_url`` (its password masked) when no transport
     can be made of it: a malformed URL, or a driver that is not installed."""
+    import oslo_messaging as messaging
+
+    from pcisim import conf as pcisim_conf
+    from pcisim import rpc
+
     url = url or pcisim_conf.CONF.transport_url
     try:
         rpc.get_transport(url=url).cleanup()
@@ -68,6 +84,11 @@ def check_database_url(url):
     """Raise ``InvalidConfigValue`` naming ``[database] connection`` (its password
     masked) when SQLAlchemy cannot use it: malformed, or of a dialect or driver that is
     not installed. Nothing is connected to."""
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy.engine import url as sa_url
+
+    from pcisim import rpc
+
     try:
         sa_url.make_url(url).get_dialect().import_dbapi()
     except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError, ImportError) as error:
@@ -78,6 +99,10 @@ def check_database_url(url):
 def configure_database():
     """Point the DB API at the configured database after checking its URL; raises
     ``InvalidConfigValue`` instead of touching anything when it is unusable."""
+    from pcisim import conf as pcisim_conf
+    from pcisim import rpc
+    from pcisim.db import engine
+
     url = pcisim_conf.database_connection()
     check_database_url(url)
     try:
@@ -87,21 +112,50 @@ def configure_database():
         raise exception.InvalidConfigValue(option="[database] connection", reason=reason)
 
 
-# NOTE: oslo.db translates a refused MySQL connection into DBConnectionError, but not
-# libpq's "connection to server ... failed", which stays SQLAlchemy's OperationalError.
-UNREACHABLE_DATABASE = (db_exc.DBConnectionError, sa_exc.OperationalError)
-DATABASE_ERRORS = (db_exc.DBError, sa_exc.OperationalError)
+def _unreachable_database():
+    from oslo_db import exception as db_exc
+    from sqlalchemy import exc as sa_exc
+
+    # NOTE: oslo.db translates a refused MySQL connection into DBConnectionError, but
+    # not libpq's "connection to server ... failed", which stays SQLAlchemy's
+    # OperationalError.
+    return (db_exc.DBConnectionError, sa_exc.OperationalError)
+
+
+def _database_errors():
+    from oslo_db import exception as db_exc
+    from sqlalchemy import exc as sa_exc
+
+    return (db_exc.DBError, sa_exc.OperationalError)
+
+
+_LAZY_ERROR_GROUPS = {
+    "UNREACHABLE_DATABASE": _unreachable_database,
+    "DATABASE_ERRORS": _database_errors,
+}
+
+
+def __getattr__(name):
+    """``UNREACHABLE_DATABASE`` and ``DATABASE_ERRORS``, the exception classes to catch
+    for a database that fails, imported on first use (see the module's NOTE)."""
+    if name in _LAZY_ERROR_GROUPS:
+        return _LAZY_ERROR_GROUPS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def database_error(error, url):
     """One line saying why the database at ``url`` failed, without its password
     (SQLAlchemy adds a second line pointing to its documentation)."""
+    from pcisim import rpc
+
     cause = getattr(getattr(error, "inner_exception", None), "orig", None) or error
     return rpc.masked(str(cause).splitlines()[0], url)
 
 
 def prepare_service(binary, argv=None):
     """``prepare`` for a long-running service, which also takes ``--trace``."""
+    from pcisim import conf as pcisim_conf
+
     pcisim_conf.CONF.register_cli_opts(pcisim_conf.trace_cli_opts)
     prepare(binary, argv)
     if pcisim_conf.CONF.trace:

@@ -10,21 +10,26 @@ the conductor over RPC. SIGTERM and SIGINT stop it.
 
 import sys
 
-from pcisim import cmd, dbaccess, exception, rpc, wsgi
-from pcisim import conf as pcisim_conf
-from pcisim import service as pcisim_service
-from pcisim.api import app as api_app
-from pcisim.compute import api as compute_api
-from pcisim.conductor import rpcapi as conductor_rpcapi
-from pcisim.objects import base as objects_base
-from pcisim.pci import request
+from oslo_config import cfg
+
+from pcisim import cmd, dbaccess, exception
+
+# NOTE: every module that imports oslo.messaging (or oslo.service) is imported inside
+# the functions, once main() has selected the concurrency backend.
 
 BINARY = "pcisim-api"
-CONF = pcisim_conf.CONF
+CONF = cfg.CONF
 
 
 def build_service():
     """The API service of this process, which acts through the conductor only."""
+    from pcisim import rpc, wsgi
+    from pcisim.api import app as api_app
+    from pcisim.compute import api as compute_api
+    from pcisim.conductor import rpcapi as conductor_rpcapi
+    from pcisim.objects import base as objects_base
+    from pcisim.pci import request
+
     try:
         aliases = request.parse_aliases(CONF.pci.alias)
         wsgi.check_listen(CONF.api.listen, CONF.api.auth_token)
@@ -43,5 +48,8 @@ def build_service():
 
 
 def main(argv=None):
+    cmd.select_backend(BINARY)
+    from pcisim import service as pcisim_service
+
     cmd.prepare_service(BINARY, argv)
     pcisim_service.serve([build_service()])

@@ -10,20 +10,19 @@ SIGTERM and SIGINT stop it gracefully.
 
 import sys
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
-from pcisim import cmd, dbaccess, exception, rpc
-from pcisim import conf as pcisim_conf
-from pcisim import service as pcisim_service
+from pcisim import cmd, dbaccess, exception
 from pcisim.compute import driver as compute_driver
-from pcisim.compute import service as compute_service
-from pcisim.conductor import rpcapi as conductor_rpcapi
-from pcisim.objects import base as objects_base
 from pcisim.pci import devspec
 
+# NOTE: every module that imports oslo.messaging (or oslo.service) is imported inside
+# the functions, once main() has selected the concurrency backend.
+
 LOG = logging.getLogger(__name__)
-BINARY = compute_service.BINARY
-CONF = pcisim_conf.CONF
+BINARY = "pcisim-compute"
+CONF = cfg.CONF
 
 
 def load_driver_and_specs():
@@ -40,11 +39,19 @@ def load_driver_and_specs():
 
 def run_as_compute_process():
     """Every object call of this process goes to the conductor; the DB is off limits."""
+    from pcisim import rpc
+    from pcisim.conductor import rpcapi as conductor_rpcapi
+    from pcisim.objects import base as objects_base
+
     objects_base.set_indirection_api(conductor_rpcapi.ConductorAPI(rpc.get_transport()))
     dbaccess.forbid(BINARY)
 
 
 def main(argv=None):
+    cmd.select_backend(BINARY)
+    from pcisim import service as pcisim_service
+    from pcisim.compute import service as compute_service
+
     cmd.prepare_service(BINARY, argv)
     driver, specs = load_driver_and_specs()
     cmd.check_transport_url(BINARY)

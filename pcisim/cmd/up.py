@@ -16,21 +16,15 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from pcisim import cmd, dbaccess, exception, rpc, trace, wsgi
-from pcisim import conf as pcisim_conf
-from pcisim import service as pcisim_service
-from pcisim.api import app as api_app
-from pcisim.compute import api as compute_api
+from pcisim import cmd, dbaccess, exception, trace
 from pcisim.compute import driver as compute_driver
-from pcisim.compute import service as compute_service
-from pcisim.conductor import rpcapi as conductor_rpcapi
-from pcisim.conductor import service as conductor_service
-from pcisim.db import migration
-from pcisim.objects import base as objects_base
-from pcisim.pci import devspec, request
+from pcisim.pci import devspec
+
+# NOTE: every module that imports oslo.messaging (or oslo.service) is imported inside
+# the functions, once main() has selected the concurrency backend.
 
 LOG = logging.getLogger(__name__)
-CONF = pcisim_conf.CONF
+CONF = cfg.CONF
 BINARY = "pcisim up"
 
 cli_opts = [
@@ -81,6 +75,16 @@ def build(transport_url=None):
     The configuration is checked whole before the database is touched, so that a bad
     value leaves the state as it was.
     """
+    from pcisim import rpc, wsgi
+    from pcisim.api import app as api_app
+    from pcisim.compute import api as compute_api
+    from pcisim.compute import service as compute_service
+    from pcisim.conductor import rpcapi as conductor_rpcapi
+    from pcisim.conductor import service as conductor_service
+    from pcisim.db import migration
+    from pcisim.objects import base as objects_base
+    from pcisim.pci import request
+
     specs = devspec.DeviceSpecList.from_config(CONF.pci.device_spec or DEFAULT_DEVICE_SPEC)
     aliases = request.parse_aliases(CONF.pci.alias or DEFAULT_ALIASES)
     hosts = drivers()
@@ -113,6 +117,8 @@ def wait_until_serving(services, timeout=60.0):
 
 
 def banner(url):
+    from pcisim import conf as pcisim_conf
+
     url_option = "" if url == "http://127.0.0.1:8774" else f" --url {url}"
     print(
         f"\npcisim is up: API at {url}  (state in {pcisim_conf.state_path()}, Ctrl-C stops)\n"
@@ -133,6 +139,11 @@ def _trace_hint():
 
 
 def main(argv):
+    cmd.select_backend(BINARY)
+    from pcisim import conf as pcisim_conf
+    from pcisim import rpc
+    from pcisim import service as pcisim_service
+
     CONF.register_cli_opts(cli_opts)
     cmd.prepare_service(BINARY, argv)
     cmd.check_transport_url(BINARY)

@@ -12,7 +12,9 @@ import json
 import pathlib
 import sys
 
-import pcisim  # noqa: F401  (monkey-patches and selects the backend, before anything else)
+from pcisim import concurrency
+
+concurrency.select_backend()  # monkey-patches and selects the backend, before anything else
 
 # isort: split
 import eventlet.patcher

@@ -16,7 +16,9 @@ import argparse
 import json
 import sys
 
-import pcisim  # noqa: F401  (selects the concurrency backend before anything else)
+from pcisim import concurrency
+
+concurrency.select_backend()  # selects the concurrency backend before anything else
 
 # isort: split
 from oslo_versionedobjects import base as ovo_base

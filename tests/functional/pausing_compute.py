@@ -14,7 +14,9 @@ import os
 import pathlib
 import time
 
-import pcisim  # noqa: F401  (selects the concurrency backend before anything else)
+from pcisim import concurrency
+
+concurrency.select_backend()  # selects the concurrency backend before anything else
 from pcisim import faults
 from pcisim.cmd import compute
 

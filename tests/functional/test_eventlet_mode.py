@@ -27,7 +27,7 @@ def eventlet_report(tmp_path_factory):
     return json.loads(result.stdout)
 
 
-def test_importing_pcisim_in_eventlet_mode_monkey_patches_and_selects_eventlet(eventlet_report):
+def test_selecting_the_eventlet_mode_monkey_patches_and_selects_eventlet(eventlet_report):
     assert eventlet_report["thread_patched"] is True
     assert eventlet_report["backend"] == "EVENTLET"
 
@@ -46,14 +46,16 @@ def test_compute_side_creates_and_saves_through_the_conductor_in_eventlet_mode(e
     }
 
 
-def test_unknown_concurrency_mode_fails_the_import_naming_it_and_the_choices(tmp_path):
+def test_unknown_concurrency_mode_stops_a_service_naming_it_and_the_choices(tmp_path):
     result = processes.run_python(
         "-c",
-        "import pcisim",
+        "from pcisim.cmd import conductor; conductor.main(['--help'])",
         cwd=tmp_path,
         env=processes.environment(**{concurrency.ENV_VAR: "gevent"}),
     )
 
-    assert result.returncode != 0
+    assert result.returncode == 1
+    assert result.stderr.startswith("pcisim-conductor: ")
+    assert "Traceback" not in result.stderr
     assert "PCISIM_CONCURRENCY='gevent' is not a concurrency mode" in result.stderr
     assert "choose 'threading' (the default) or 'eventlet'" in result.stderr
