@@ -21,7 +21,6 @@ factory), and ``pcisim.conf.register_opts`` called.
 
 import contextlib
 import threading
-import time
 import uuid
 
 from pcisim import concurrency
@@ -44,21 +43,10 @@ from pcisim.objects import base as objects_base
 from pcisim.objects.instance import Instance
 from pcisim.objects.pci_device import PciDeviceList
 from pcisim.objects.service import Service
+from pcisim.polling import wait_until
 
 CONF = pcisim_conf.CONF
 API_ACTOR = api_app.ACTOR
-
-
-def wait_until(predicate, timeout=30.0, what="the condition"):
-    """Poll ``predicate`` until it returns something true, and return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 class InProcessConductor:

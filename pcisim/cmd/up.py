@@ -11,12 +11,11 @@ message is recorded to ``[DEFAULT] trace_file`` for ``pcisim trace``.
 
 import os
 import sys
-import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from pcisim import cmd, dbaccess, exception, trace
+from pcisim import cmd, dbaccess, exception, polling, trace
 from pcisim.compute import driver as compute_driver
 from pcisim.pci import devspec
 
@@ -109,11 +108,12 @@ def build(transport_url=None):
 def wait_until_serving(services, timeout=60.0):
     """Block until every RPC service takes messages, so that the first boot finds
     its computes registered."""
-    deadline = time.monotonic() + timeout
-    while any(getattr(svc, "rpcserver", True) is None for svc in services):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"services not up after {timeout} s")
-        time.sleep(0.05)
+    polling.wait_until(
+        lambda: all(getattr(svc, "rpcserver", True) is not None for svc in services),
+        timeout,
+        "the services to take messages",
+        interval=0.05,
+    )
 
 
 def banner(url):
