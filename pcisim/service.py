@@ -12,6 +12,7 @@ from oslo_log import log as logging
 from oslo_service import service
 
 from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
 from pcisim import rpc, trace
 
 LOG = logging.getLogger(__name__)
@@ -58,10 +59,11 @@ class RPCService(service.Service):
 
     def add_timer(self, interval, callback):
         """Call ``callback`` every ``interval`` seconds, first after one interval, in a
-        thread acting for this service."""
+        thread acting for this service; the contexts a tick makes current (see
+        ``context.get_admin_context``) are gone after it."""
 
         def tick():
-            with trace.acting_as(self.actor):
+            with trace.acting_as(self.actor), pcisim_context.restoring_current():
                 callback()
 
         self.tg.add_timer(interval, tick, initial_delay=interval)

@@ -90,8 +90,10 @@ def _unauthorized(code, message):
 
 
 def _begin_request():
-    """Every request gets a context of its own, whose id the response carries and every
-    message it causes is traced under."""
+    """Every request gets a context of its own, whose id the response carries, every
+    message it causes is traced under and, while it is served, every line it logs
+    carries (it is the serving thread's current context until teardown)."""
+    flask.g.previous_context = pcisim_context.get_current()
     flask.g.context = pcisim_context.get_admin_context()
     flask.g.started = time.time(), time.perf_counter()
     flask.g.previous_actor = trace.set_actor(ACTOR)
@@ -101,12 +103,16 @@ def _end_request(response):
     context = flask.g.context
     response.headers[REQUEST_ID_HEADER] = context.request_id
     started, clock = flask.g.started
+    request = flask.request
+    LOG.info(
+        "%s %s answered %s", request.method, request.full_path.rstrip("?"), response.status_code
+    )
     trace.record(
         context,
         "client",
         ACTOR,
         "http",
-        f"{flask.request.method} {flask.request.path}",
+        f"{request.method} {request.path}",
         started,
         time.perf_counter() - clock,
         "ok" if response.status_code < 400 else "error",
@@ -116,8 +122,11 @@ def _end_request(response):
 
 
 def _teardown_request(error):
-    """The serving thread acts for whom it did before (a test's own thread, say)."""
+    """The serving thread acts for whom it did before (a test's own thread, say), and
+    has the context it had before: the next request it serves does not log under this
+    one's id."""
     trace.set_actor(flask.g.pop("previous_actor", None))
+    pcisim_context.set_current(flask.g.pop("previous_context", None))
 
 
 def _endpoint(api, handler):
