@@ -14,10 +14,13 @@ per thread because the all-in-one runs every service in one process.
 
 Several processes may append to one file: each record is one ``write`` on a file
 opened with ``O_APPEND``. Past ``max_bytes`` the file is renamed to ``FILE.1`` (the
-previous ``FILE.1`` is dropped) and a new one begun.
+previous ``FILE.1`` is dropped) and a new one begun. Writers take ``FILE.lock``
+(``flock``) around each check-rotate-write, and one that finds ``FILE`` rotated by
+another reopens it, so that no writer renames another's fresh file.
 """
 
 import contextlib
+import fcntl
 import json
 import os
 import threading
@@ -40,6 +43,7 @@ class Recorder:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self._lock_fd = os.open(self.path + ".lock", os.O_WRONLY | os.O_CREAT, 0o644)
         self._fd = self._open()
 
     def _open(self):
@@ -47,10 +51,28 @@ class Recorder:
 
     def write(self, record):
         line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-        with self._lock:
+        with self._lock, self._writers_excluded():
+            self._follow_rotation()
             if os.fstat(self._fd).st_size + len(line) > self.max_bytes:
                 self._rotate()
             os.write(self._fd, line)
+
+    @contextlib.contextmanager
+    def _writers_excluded(self):
+        """No other process's recorder writes or rotates ``path`` meanwhile."""
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _follow_rotation(self):
+        """Reopen ``path`` if another writer rotated it since this one opened it."""
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+                return
+        os.close(self._fd)
+        self._fd = self._open()
 
     def _rotate(self):
         os.close(self._fd)
@@ -61,6 +83,7 @@ class Recorder:
     def close(self):
         with self._lock:
             os.close(self._fd)
+            os.close(self._lock_fd)
 
 
 def start(path, default_actor, max_bytes=DEFAULT_MAX_BYTES):
