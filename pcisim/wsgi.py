@@ -5,8 +5,10 @@ import socket
 import threading
 
 import waitress
+from waitress import wasyncore
 from oslo_log import log as logging
 from oslo_service import service
+from waitress import wasyncore
 
 from pcisim import exception
 
@@ -41,17 +43,30 @@ def _is_loopback(address):
 
 
 class WSGIService(service.Service):
-    """Serves ``app`` on ``host``:``port`` (0 picks a free port) until stopped."""
+    """Serves ``app`` on ``host``:``port`` (0 picks a free port) until stopped.
+
+    Only the serving thread touches the server's sockets: ``stop`` asks it to stop
+    and wakes it through waitress's trigger, and the thread closes every socket once
+    out of ``select()``. Closing them from another thread could pull a file
+    descriptor from under its ``select()`` (``EBADF``).
+    """
 
     def __init__(self, app, host="127.0.0.1", port=0, threads=8):
         """Bind ``host``:``port`` now; ``OSError`` naming them if that is impossible."""
         super().__init__()
+        self._map = {}
         try:
-            self.server = waitress.create_server(app, host=host, port=port, threads=threads)
+            self.server = waitress.create_server(
+                app, map=self._map, host=host, port=port, threads=threads
+            )
         except OSError as error:
             message = f"cannot listen on {host}:{port}: {error.strerror or error}"
             raise OSError(error.errno, message) from None
         self._thread = None
+        self._stopping = threading.Event()
+        # NOTE: held to pull the trigger and to close it, so it is never pulled closed.
+        self._trigger_lock = threading.Lock()
+        self._closed = False
 
     @property
     def url(self):
@@ -60,16 +75,42 @@ class WSGIService(service.Service):
 
     def start(self):
         super().start()
-        self._thread = threading.Thread(target=self.server.run, name="pcisim-api", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="pcisim-api", daemon=True)
         self._thread.start()
         LOG.info("pcisim API listening on %s", self.url)
 
+    def _serve(self):
+        adj = self.server.adj
+        try:
+            while self._map and not self._stopping.is_set():
+                wasyncore.loop(
+                    timeout=adj.asyncore_loop_timeout,
+                    map=self._map,
+                    use_poll=adj.asyncore_use_poll,
+                    count=1,
+                )
+        finally:
+            self._close()
+
+    def _close(self):
+        """Finish the requests in progress, then close every socket (listening,
+        connections, trigger)."""
+        self.server.task_dispatcher.shutdown()
+        with self._trigger_lock:
+            wasyncore.close_all(self._map)
+            self._closed = True
+
+    def _wake(self):
+        with self._trigger_lock:
+            if not self._closed:
+                self.server.pull_trigger()
+
     def stop(self, graceful=False):
-        """Stop serving; a second call does nothing."""
-        if self.server is not None:
-            self.server.close()
-            self.server = None
-        if self._thread is not None:
+        """Stop serving and close every connection; a second call does nothing."""
+        self._stopping.set()
+        if self._thread is None:
+            self._close()
+        else:
+            self._wake()
             self._thread.join(timeout=10)
-            self._thread = None
         super().stop(graceful)
