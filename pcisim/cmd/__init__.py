@@ -165,3 +165,12 @@ def prepare_service(binary, argv=None):
         except OSError as error:
             sys.exit(f"{binary}: cannot record the trace to {path}: {error.strerror}")
         logging.getLogger(__name__).info("Recording every message to %s", trace.path())
+
+
+def manage_main():
+    """``pcisim-manage``: the backend is selected before the command's module is
+    imported, since that module loads oslo.messaging (through the configuration)."""
+    select_backend("pcisim-manage")
+    from pcisim.cmd import manage
+
+    return manage.console_main()

@@ -83,3 +83,13 @@ def test_conductor_help_prints_no_warning(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "usage" in result.stdout
     assert result.stderr == ""
+
+
+def test_manage_help_prints_no_warning(tmp_path):
+    code = "import sys; sys.argv = ['pcisim-manage', '--help']\n"
+    code += "from pcisim import cmd; cmd.manage_main()"
+    result = run_python(code, tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "usage: pcisim-manage" in result.stdout
+    assert result.stderr == ""

@@ -80,4 +80,4 @@ def test_the_pytest_plugin_and_console_scripts_point_into_pcisim(wheel, wheel_na
     text = wheel.read(entry_points).decode()
     assert "[pytest11]\npcisim = pcisim.pytest_plugin" in text
     for script in ("pcisim", "pcisim-api", "pcisim-compute", "pcisim-conductor", "pcisim-manage"):
-        assert f"\n{script} = pcisim.cmd." in text
+        assert f"\n{script} = pcisim.cmd" in text
