@@ -5,7 +5,6 @@ import socket
 import threading
 
 import waitress
-from waitress import wasyncore
 from oslo_log import log as logging
 from oslo_service import service
 from waitress import wasyncore
