@@ -8,6 +8,8 @@ naming the values that caused them.
 The contract this project exists for: ``pci_device_update`` updates one existing live
 row or raises ``PciDeviceNotFound``. It never inserts. Creating a device is the
 separate ``pci_device_create``, which refuses a device with any identity field missing.
+Every PCI device write, one device's or a batch's, runs the statements of
+``db/pci_batch.py``: each existing device is written by its one conditional UPDATE.
 """
 
 import dataclasses
@@ -16,7 +18,6 @@ import sqlalchemy as sa
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_utils import timeutils
-from sqlalchemy.orm import exc as orm_exc
 
 from pcisim import exception
 from pcisim.db import models, pci_batch
@@ -33,7 +34,6 @@ PCI_REQUIRED_FIELDS = (
 )
 _BOOKKEEPING = frozenset({"id", "created_at", "updated_at", "deleted", "deleted_at"})
 _PCI_IDENTITY = frozenset({"compute_node_id", "address"})
-_INSTANCE_EXTRA_FIELDS = frozenset({"flavor", "pci_requests", "numa_topology"})
 # NOTE: a writer that deadlocks with another transaction (an archive run, say) or
 # waits longer than innodb_lock_wait_timeout for a row lock is rolled back and run
 # again, a few times, after a short random pause; outermost, so that the whole
@@ -164,9 +164,15 @@ def compute_node_update(context, node_id, values):
 def compute_node_delete(context, node_id):
     """Soft-delete a compute node together with its live PCI devices."""
     node = compute_node_get(context, node_id)
-    devices = context.session.scalars(_live(models.PciDevice).filter_by(compute_node_id=node_id))
-    for device in devices:
-        _soft_delete_device(device)
+    query = sa.select(models.PciDevice.address).where(
+        models.PciDevice.compute_node_id == node_id, models.PciDevice.deleted == 0
+    )
+    now = _now()
+    writes = [
+        pci_batch.DeviceWrite(node_id, address, None, now)
+        for address in context.session.scalars(query)
+    ]
+    pci_batch.write_devices(context.session.connection(), writes)
     node.soft_delete()
     context.session.flush()
     return node
@@ -266,7 +272,7 @@ def instance_extra_update_by_uuid(context, uuid, values):
     return extra
 
 
-# ---------------------------------------------------- instance actions and faults
+# ------------------------------------------------------------- instance faults
 
 
 def _insert_owned(context, model, values):
@@ -278,45 +284,6 @@ def _insert_owned(context, model, values):
     except db_exc.DBReferenceError:
         raise exception.InstanceNotFound(instance_uuid=values.get("instance_uuid"))
     return row
-
-
-@_retry_on_deadlock
-@writer
-def action_start(context, values):
-    """Record that an action (create, delete, ...) started on an instance."""
-    values = {"start_time": _now(), **values}
-    instance_get_by_uuid(context, values.get("instance_uuid"))
-    return _insert_owned(context, models.InstanceAction, values)
-
-
-@_retry_on_deadlock
-@writer
-def action_event_start(context, action_id, values):
-    """Record that an event of an action started, e.g. a compute's build step."""
-    action = context.session.scalar(_live(models.InstanceAction).filter_by(id=action_id))
-    if action is None:
-        raise exception.InstanceActionNotFound(action_id=action_id)
-    values = {"start_time": _now(), **values, "action_id": action_id}
-    return _insert_owned(context, models.InstanceActionEvent, values)
-
-
-@_retry_on_deadlock
-@writer
-def action_event_finish(context, event_id, result, details=None):
-    event = context.session.scalar(_live(models.InstanceActionEvent).filter_by(id=event_id))
-    if event is None:
-        raise exception.InstanceActionEventNotFound(event_id=event_id)
-    event.finish_time = _now()
-    event.result = result
-    event.details = details
-    context.session.flush()
-    return event
-
-
-@reader
-def actions_get(context, instance_uuid):
-    query = _live(models.InstanceAction).filter_by(instance_uuid=instance_uuid)
-    return list(context.session.scalars(query.order_by(models.InstanceAction.id)))
 
 
 @_retry_on_deadlock
@@ -357,18 +324,6 @@ def _check_device_update(values):
     _check_values(models.PciDevice, values, forbidden=_BOOKKEEPING | _PCI_IDENTITY)
 
 
-def _add_devices(context, node_id, new_devices):
-    """Insert devices in bulk (a node's first sync creates a thousand at once)."""
-    insert = sa.insert(models.PciDevice).returning(models.PciDevice)
-    try:
-        return list(context.session.scalars(insert, list(new_devices)))
-    except db_exc.DBDuplicateEntry:
-        addresses = ", ".join(values["address"] for values in new_devices)
-        raise exception.PciDeviceExists(node_id=node_id, address=addresses)
-    except db_exc.DBReferenceError:
-        raise exception.ComputeNodeNotFound(node_id=node_id)
-
-
 @_retry_on_deadlock
 @writer
 def pci_device_create(context, values):
@@ -380,8 +335,9 @@ def pci_device_create(context, values):
     the node does not exist.
     """
     _check_new_device(values)
-    (device,) = _add_devices(context, values["compute_node_id"], [values])
-    return device
+    node_id = values["compute_node_id"]
+    pci_batch.insert_devices(context.session.connection(), node_id, [values], _now())
+    return _newest_device(context, node_id, values["address"])
 
 
 @_retry_on_deadlock
@@ -389,56 +345,43 @@ def pci_device_create(context, values):
 def pci_device_update(context, node_id, address, values):
     """Update the one live device at (node_id, address) and return it.
 
-    Raises ``PciDeviceNotFound`` and writes nothing when no live row matches, for
-    instance because archiving moved it away. It never inserts.
+    This is the conditional UPDATE ``pci_device_batch_save`` runs for each device it
+    updates (``pci_batch.device_update``), without a compare-and-swap. Raises
+    ``PciDeviceNotFound`` and writes nothing when no live row matches, for instance
+    because archiving moved it away. It never inserts.
     """
     _check_device_update(values)
-    device = _lock_live_devices(context, node_id, [address]).get(address)
-    if device is None:
-        raise exception.PciDeviceNotFound(node_id=node_id, address=address)
-    _apply(device, values)
-    _flush_updates(context, node_id, [device])
-    return device
-
-
-def _lock_live_devices(context, node_id, addresses):
-    """The live devices at ``addresses`` of a node, by address, locked for update."""
-    if not addresses:
-        return {}
-    query = (
-        _live(models.PciDevice)
-        .filter_by(compute_node_id=node_id)
-        .where(models.PciDevice.address.in_(list(addresses)))
-        .with_for_update()
-    )
-    return {device.address: device for device in context.session.scalars(query)}
-
-
-def _flush_updates(context, node_id, devices):
-    try:
-        context.session.flush()
-    except orm_exc.StaleDataError:
-        # The row vanished between the locking read and the write: on a database that
-        # ignores FOR UPDATE (SQLite) an archive run can get in between.
-        vanished = ", ".join(device.address for device in devices)
-        raise exception.PciDeviceNotFound(node_id=node_id, address=vanished)
-
-
-def _soft_delete_device(device):
-    device.status = "deleted"
-    device.soft_delete()
+    return _write_device(context, node_id, address, values)
 
 
 @_retry_on_deadlock
 @writer
 def pci_device_destroy(context, node_id, address):
-    """Soft-delete the live device at (node_id, address); ``PciDeviceNotFound`` if none."""
-    device = _lock_live_devices(context, node_id, [address]).get(address)
-    if device is None:
+    """Soft-delete the live device at (node_id, address) and return its row; the same
+    conditional UPDATE as ``pci_device_update``. ``PciDeviceNotFound`` if none."""
+    return _write_device(context, node_id, address, None)
+
+
+def _write_device(context, node_id, address, values):
+    """Write one device as ``pci_batch.DeviceWrite`` (``values``, or None to
+    soft-delete) and return its row as written; ``PciDeviceNotFound`` if none is live."""
+    write = pci_batch.DeviceWrite(node_id, address, values, _now())
+    if pci_batch.write_devices(context.session.connection(), [write]):
         raise exception.PciDeviceNotFound(node_id=node_id, address=address)
-    _soft_delete_device(device)
-    _flush_updates(context, node_id, [device])
-    return device
+    return _newest_device(context, node_id, address)
+
+
+def _newest_device(context, node_id, address):
+    """The newest row at (node_id, address), live or just soft-deleted: a node has at
+    most one live device at an address, created after every deleted one there."""
+    query = (
+        sa.select(models.PciDevice)
+        .filter_by(compute_node_id=node_id, address=address)
+        .order_by(models.PciDevice.id.desc())
+        .limit(1)
+        .execution_options(populate_existing=True)
+    )
+    return context.session.scalar(query)
 
 
 @reader
@@ -530,9 +473,16 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), 
     update, destroy, expected = dict(update or {}), list(dict.fromkeys(destroy)), expected or {}
     _check_batch(node_id, create, update, expected)
     now = _now()
+    writes = [
+        pci_batch.DeviceWrite(node_id, address, values, now, expected.get(address))
+        for address, values in update.items()
+    ]
+    writes += [
+        pci_batch.DeviceWrite(node_id, address, None, now, expected.get(address))
+        for address in destroy
+    ]
     connection = context.session.connection()
-    writes = pci_batch.row_writes(node_id, update, destroy, expected, now)
-    missing = pci_batch.write_rows(connection, node_id, writes)
+    missing = pci_batch.write_devices(connection, writes)
     result, gone = PciDeviceBatchResult(missing=missing), set(missing)
     for write in writes:
         if write.address not in gone:

@@ -44,9 +44,6 @@ class Base(orm.DeclarativeBase):
         self.deleted = self.id
         self.deleted_at = _utcnow()
 
-    def as_dict(self):
-        return {column.key: getattr(self, column.key) for column in self.__table__.columns}
-
 
 def _table_args(*constraints):
     return (*constraints, Base.__table_args__)

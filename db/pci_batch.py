@@ -1,19 +1,22 @@
-"""The SQL of ``pci_device_batch_save``: SQLAlchemy Core statements, no ORM.
+"""The SQL of every PCI device write: SQLAlchemy Core statements, no ORM.
 
 A tracker saves once per instance boot or delete, so this path is paid per request.
 The ORM spent most of a save building queries, tracking objects and flushing (about
 1.9 ms of which SQLite took 0.5 ms); here each changed device is one compiled,
 cached UPDATE, and nothing is read back: the caller knows the rows it wrote.
 
-Each device to update or soft-delete is one UPDATE of its live row that matches only
-while the row holds what the writer believes it holds, or already what it writes (a
-retry of a write that landed). Its row count says whether it was written; only when
-one matched nothing does one locking SELECT tell a missing row from a conflicting one.
-Rows are written in address order, so that two writers of a node lock them in the
-same order, as the locking read they replace did.
+Every write of an existing device, ``pci_device_update`` and ``pci_device_destroy``
+as much as each device of ``pci_device_batch_save``, is a ``DeviceWrite`` run by
+``write_devices``: the one conditional UPDATE of ``device_update``, which matches the
+device's live row only, and, when its writer states the holder it believes the row
+has, only while the row holds that holder or already the one written (a retry of a
+write that landed). Its row count says whether it was written; only when one matched
+nothing does one locking SELECT tell a missing row from a conflicting one. Rows are
+written in address order, so that two writers of a node lock them in the same order.
 """
 
 import dataclasses
+import datetime
 import functools
 import itertools
 
@@ -26,123 +29,111 @@ from pcisim.db import models
 DEVICES = models.PciDevice.__table__
 HOLDER_FIELDS = ("status", "instance_uuid")
 _INSERTED_COLUMNS = tuple(name for name in DEVICES.columns.keys() if name != "id")
+# What a soft delete sets, as ``Base.soft_delete`` does: ``deleted`` takes the id.
+_SOFT_DELETE = {"status": "deleted", "deleted": DEVICES.c.id, "deleted_at": sa.bindparam("w_now")}
 
 
-@dataclasses.dataclass(frozen=True)
-class RowWrite:
-    """One device's UPDATE: ``kind`` is "updated" or "destroyed", ``stored`` the
-    column values it sets, ``believed`` and ``wanted`` the holders it accepts."""
+@functools.cache
+def device_update(columns, guarded):
+    """The conditional UPDATE of one device's live row, compiled once per shape.
 
-    kind: str
-    address: str
-    statement: sa.Update
-    params: dict
-    stored: dict
-    believed: dict | None = None
-    wanted: dict | None = None
+    UPDATE pci_devices SET <column> = :v_<column>, ..., updated_at = :w_now
+    WHERE compute_node_id = :w_node_id AND address = :w_address AND deleted = 0
+      [AND (status, instance_uuid) holds :believed_* OR :wanted_*, when ``guarded``]
 
-
-def row_writes(node_id, update, destroy, expected, now):
-    """The UPDATEs that apply ``update`` and soft-delete ``destroy``, in address order."""
-    writes = [
-        _row_write(node_id, address, values, update, expected, now)
-        for address, values in update.items()
-    ]
-    writes += [_row_write(node_id, address, None, update, expected, now) for address in destroy]
-    return sorted(writes, key=lambda write: write.address)
-
-
-def _row_write(node_id, address, values, update, expected, now):
-    """The UPDATE of one address: ``values`` to set, or None to soft-delete its row."""
-    params = {"w_node_id": node_id, "w_address": address, "w_now": now}
-    believed, wanted = _accepted_holders(address, update, expected)
-    guarded = believed is not None
-    if guarded:
-        params.update(_holder_params("believed", believed), **_holder_params("wanted", wanted))
-    if values is None:
-        kind, statement = "destroyed", _soft_delete(guarded)
-        stored = {"status": "deleted", "deleted": True, "deleted_at": now, "updated_at": now}
-    else:
-        kind, statement = "updated", _update(tuple(sorted(values)), guarded)
-        params.update({f"v_{name}": value for name, value in values.items()})
-        stored = {**values, "updated_at": now}
-    return RowWrite(kind, address, statement, params, stored, believed, wanted)
-
-
-def _accepted_holders(address, update, expected):
-    """The holders a write of ``address`` accepts: the one its writer believes the row
-    holds, and the one it writes; (None, None) when the writer states no belief."""
-    believed = expected.get(address)
-    if believed is None:
-        return None, None
-    wanted = {**believed, **update.get(address, {})}
-    return _holder_of(believed), _holder_of(wanted)
-
-
-def _holder_of(values):
-    return {name: values[name] for name in HOLDER_FIELDS}
-
-
-def _holder_params(prefix, holder):
-    return {f"{prefix}_{name}": value for name, value in holder.items()}
-
-
-def _live_row(guarded):
-    """The live row at (:w_node_id, :w_address); when ``guarded``, only while it holds
-    the :believed_* or the :wanted_* holder."""
+    ``columns`` is a sorted tuple of the columns to set, or None to soft-delete the
+    row instead. It never inserts: a row that does not match is simply not written.
+    """
     where = [
         DEVICES.c.compute_node_id == sa.bindparam("w_node_id"),
         DEVICES.c.address == sa.bindparam("w_address"),
         DEVICES.c.deleted == 0,
     ]
     if guarded:
-        where.append(sa.or_(_holds("believed"), _holds("wanted")))
-    return where
+        holds = [
+            sa.and_(
+                DEVICES.c.status == sa.bindparam(f"{holder}_status"),
+                DEVICES.c.instance_uuid.is_not_distinct_from(
+                    sa.bindparam(f"{holder}_instance_uuid")
+                ),
+            )
+            for holder in ("believed", "wanted")
+        ]
+        where.append(sa.or_(*holds))
+    if columns is None:
+        values = _SOFT_DELETE
+    else:
+        values = {name: sa.bindparam(f"v_{name}") for name in columns}
+    return sa.update(DEVICES).where(*where).values(**values, updated_at=sa.bindparam("w_now"))
 
 
-def _holds(prefix):
-    return sa.and_(
-        DEVICES.c.status == sa.bindparam(f"{prefix}_status"),
-        DEVICES.c.instance_uuid.is_not_distinct_from(sa.bindparam(f"{prefix}_instance_uuid")),
-    )
+def _holder_of(values):
+    return {name: values[name] for name in HOLDER_FIELDS}
 
 
-@functools.cache
-def _update(columns, guarded):
-    """Set ``columns`` (from :v_<column>) and updated_at on one live row."""
-    values = {name: sa.bindparam(f"v_{name}") for name in columns}
-    return (
-        sa.update(DEVICES)
-        .where(*_live_row(guarded))
-        .values(**values, updated_at=sa.bindparam("w_now"))
-    )
+@dataclasses.dataclass(frozen=True)
+class DeviceWrite:
+    """The write of the existing device at (``node_id``, ``address``) at time ``now``.
+
+    ``values`` are the column values to set, or None to soft-delete the row.
+    ``expected`` is the holder (``status`` and ``instance_uuid``) the writer believes
+    the row holds, or None to write it whatever it holds.
+    """
+
+    node_id: int
+    address: str
+    values: dict | None
+    now: datetime.datetime
+    expected: dict | None = None
+
+    @property
+    def kind(self):
+        """How ``pci_device_batch_save`` reports it: "updated" or "destroyed"."""
+        return "destroyed" if self.values is None else "updated"
+
+    @property
+    def stored(self):
+        """The column values it sets (``deleted`` given as True)."""
+        if self.values is None:
+            stored = {"status": "deleted", "deleted": True, "deleted_at": self.now}
+        else:
+            stored = dict(self.values)
+        return {**stored, "updated_at": self.now}
+
+    @property
+    def accepted(self):
+        """The holders the row may hold for it to be written: the believed one and
+        the one written; None when the writer states no belief."""
+        if self.expected is None:
+            return None
+        return _holder_of(self.expected), _holder_of({**self.expected, **(self.values or {})})
+
+    @property
+    def statement(self):
+        columns = None if self.values is None else tuple(sorted(self.values))
+        return device_update(columns, self.expected is not None)
+
+    @property
+    def params(self):
+        params = {"w_node_id": self.node_id, "w_address": self.address, "w_now": self.now}
+        params.update({f"v_{name}": value for name, value in (self.values or {}).items()})
+        if self.expected is not None:
+            for prefix, holder in zip(("believed", "wanted"), self.accepted, strict=True):
+                params.update({f"{prefix}_{name}": value for name, value in holder.items()})
+        return params
 
 
-@functools.cache
-def _soft_delete(guarded):
-    """Soft-delete one live row as ``Base.soft_delete`` does, status ``deleted``."""
-    return (
-        sa.update(DEVICES)
-        .where(*_live_row(guarded))
-        .values(
-            status="deleted",
-            deleted=DEVICES.c.id,
-            deleted_at=sa.bindparam("w_now"),
-            updated_at=sa.bindparam("w_now"),
-        )
-    )
-
-
-def write_rows(connection, node_id, writes):
-    """Run ``writes``; return the addresses that have no live row.
+def write_devices(connection, writes):
+    """Run ``writes`` of one node in address order; the addresses with no live row.
 
     Raises ``PciDeviceConflict`` when a row holds neither the holder its writer
     believes nor the one it writes; the caller's transaction must then roll back.
     """
+    writes = sorted(writes, key=lambda write: write.address)
     unmatched = []
     for statement, group in itertools.groupby(writes, key=lambda write: write.statement):
         unmatched += _unmatched(connection, statement, list(group))
-    return _missing(connection, node_id, unmatched)
+    return _missing(connection, unmatched)
 
 
 def _unmatched(connection, statement, writes):
@@ -158,16 +149,28 @@ def _unmatched(connection, statement, writes):
     return [write for write in writes if connection.execute(statement, write.params).rowcount == 0]
 
 
-def _missing(connection, node_id, unmatched):
+def _missing(connection, unmatched):
     """The addresses of ``unmatched`` writes that have no live row.
 
     A guarded write may have missed a live row that holds another holder: a conflict.
     Its row is read locked, so that what it holds stays as read; if it holds an
     accepted holder by now (another writer changed it in between), it is written.
     """
-    guarded = [write for write in unmatched if write.believed is not None]
+    guarded = [write for write in unmatched if write.expected is not None]
+    if not guarded:
+        return [write.address for write in unmatched]
+    node_id = guarded[0].node_id
     holders = _locked_holders(connection, node_id, [write.address for write in guarded])
-    _raise_conflicts(node_id, guarded, holders)
+    conflicts = {
+        write.address: f"expected {_holder(write.expected)}, found {_holder(found)}"
+        for write in guarded
+        if (found := holders.get(write.address)) and found not in write.accepted
+    }
+    if conflicts:
+        details = "; ".join(f"{address}: {what}" for address, what in sorted(conflicts.items()))
+        raise exception.PciDeviceConflict(
+            node_id=node_id, addresses=sorted(conflicts), details=details
+        )
     for write in guarded:
         if write.address in holders:
             connection.execute(write.statement, write.params)
@@ -176,8 +179,6 @@ def _missing(connection, node_id, unmatched):
 
 def _locked_holders(connection, node_id, addresses):
     """The holder of each live row at ``addresses``, by address, locked for update."""
-    if not addresses:
-        return {}
     query = (
         sa.select(DEVICES.c.address, *(DEVICES.c[name] for name in HOLDER_FIELDS))
         .where(
@@ -188,19 +189,6 @@ def _locked_holders(connection, node_id, addresses):
         .with_for_update()
     )
     return {row["address"]: _holder_of(row) for row in connection.execute(query).mappings()}
-
-
-def _raise_conflicts(node_id, writes, holders):
-    conflicts = {
-        write.address: f"expected {_holder(write.believed)}, found {_holder(found)}"
-        for write in writes
-        if (found := holders.get(write.address)) and found not in (write.believed, write.wanted)
-    }
-    if conflicts:
-        details = "; ".join(f"{address}: {what}" for address, what in sorted(conflicts.items()))
-        raise exception.PciDeviceConflict(
-            node_id=node_id, addresses=sorted(conflicts), details=details
-        )
 
 
 def _holder(values):

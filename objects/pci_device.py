@@ -90,7 +90,8 @@ class PciDevice(base.PcisimPersistentObject, base.PcisimObject):
         """Write this device's pending changes.
 
         A never-saved device is created; a ``removed`` one is soft-deleted and becomes
-        ``deleted``; otherwise the changed fields update the existing row. Raises
+        ``deleted``; otherwise the changed fields update the existing row, by the same
+        conditional UPDATE as ``PciDeviceList.save`` (``pci_device_update``). Raises
         ``PciDeviceNotFound``, keeping the changes pending, when that row is gone.
         """
         if not self.obj_attr_is_set("id"):

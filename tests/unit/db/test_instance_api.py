@@ -1,4 +1,4 @@
-"""Instances, what they own (extra, actions, events, faults) and compute nodes."""
+"""Instances, what they own (extra, faults) and compute nodes."""
 
 import uuid
 
@@ -94,46 +94,7 @@ def test_instance_get_all_by_host_without_a_node_returns_all_its_nodes(db, ctxt)
     assert [i.uuid for i in instances] == [first.uuid, second.uuid]
 
 
-# ------------------------------------------------------------ actions and faults
-
-
-def test_action_start_records_the_action_with_a_start_time(db, ctxt):
-    inst = factories.instance(ctxt)
-
-    action = api.action_start(ctxt, {"instance_uuid": inst.uuid, "action": "create"})
-
-    (stored,) = api.actions_get(ctxt, inst.uuid)
-    assert (stored.id, stored.action) == (action.id, "create")
-    assert stored.start_time is not None
-
-
-def test_action_start_on_an_unknown_instance_raises(db, ctxt):
-    with pytest.raises(exception.InstanceNotFound):
-        api.action_start(ctxt, {"instance_uuid": str(uuid.uuid4()), "action": "create"})
-
-
-def test_action_event_start_and_finish_record_the_result(db, ctxt):
-    inst = factories.instance(ctxt)
-    action = api.action_start(ctxt, {"instance_uuid": inst.uuid, "action": "create"})
-    event = api.action_event_start(ctxt, action.id, {"event": "compute_build"})
-
-    finished = api.action_event_finish(ctxt, event.id, "Success", details="built")
-
-    assert (finished.action_id, finished.event) == (action.id, "compute_build")
-    assert (finished.result, finished.details) == ("Success", "built")
-    assert finished.start_time is not None
-    assert finished.finish_time >= finished.start_time
-
-
-def test_action_event_start_of_an_unknown_action_names_the_action(db, ctxt):
-    with pytest.raises(exception.InstanceActionNotFound) as raised:
-        api.action_event_start(ctxt, 4242, {"event": "compute_build"})
-    assert raised.value.kwargs == {"action_id": 4242}
-
-
-def test_action_event_finish_of_an_unknown_event_raises(db, ctxt):
-    with pytest.raises(exception.InstanceActionEventNotFound):
-        api.action_event_finish(ctxt, 4242, "Success")
+# ---------------------------------------------------------------------- faults
 
 
 def test_instance_fault_create_records_the_fault(db, ctxt):

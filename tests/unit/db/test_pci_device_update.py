@@ -96,3 +96,31 @@ def test_update_refuses_an_unknown_column(db, ctxt):
 
     with pytest.raises(exception.InvalidInput, match="no column.*colour"):
         api.pci_device_update(ctxt, node.id, "0000:81:00.1", {"colour": "red"})
+
+
+def _updates_run(call):
+    """The UPDATE statements ``call`` sends to the database, as SQL text."""
+    seen = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("UPDATE"):
+            seen.append(statement)
+
+    sa.event.listen(engine.get_engine(), "before_cursor_execute", record)
+    try:
+        call()
+    finally:
+        sa.event.remove(engine.get_engine(), "before_cursor_execute", record)
+    return seen
+
+
+def test_update_runs_the_statement_the_batch_save_runs_for_each_device(db, ctxt):
+    node = factories.node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    values = {"status": "claimed", "instance_uuid": "i-1"}
+
+    single = _updates_run(lambda: api.pci_device_update(ctxt, node.id, "0000:81:00.1", values))
+    batch = _updates_run(
+        lambda: api.pci_device_batch_save(ctxt, node.id, update={"0000:81:00.2": values})
+    )
+
+    assert len(single) == 1 and single == batch
