@@ -78,3 +78,34 @@ def test_stopping_twice_or_before_starting_does_nothing_more():
     started.start()
     started.stop()
     started.stop()
+
+
+def _keep_alive_connection(service):
+    host, port = service.server.socket.getsockname()[:2]
+    connection = socket.create_connection((host, port), timeout=5)
+    connection.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+    answer = b""
+    while not answer.endswith(b"hello"):
+        answer += connection.recv(1024)
+    assert answer.startswith(b"HTTP/1.1 200")
+    return connection
+
+
+def test_stop_closes_an_open_keep_alive_connection():
+    service = wsgi.WSGIService(hello)
+    service.start()
+    connection = _keep_alive_connection(service)
+
+    service.stop()
+
+    with connection:
+        assert connection.recv(1024) == b""
+
+
+def test_stopping_right_after_starting_many_times_raises_nothing(thread_errors):
+    for _ in range(100):
+        service = wsgi.WSGIService(hello)
+        service.start()
+        service.stop()
+
+    assert thread_errors == []
