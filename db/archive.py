@@ -34,6 +34,8 @@ from pcisim.db import models
 from pcisim.db.engine import writer
 
 ROWS_PER_TRANSACTION = 1000
+# NOTE: the largest budget nova-manage accepts (a signed 32-bit integer).
+MAX_ROWS = 2**31 - 1
 IDS_PER_STATEMENT = 500
 IDS = "ids"
 
@@ -93,9 +95,10 @@ def archive_deleted_rows(context, max_rows=1000, before=None):
 
     ``before`` (a naive UTC datetime) limits the roots to rows deleted before it.
     Returns an ``ArchiveResult``; an empty one means nothing was left to archive.
-    Raises ``InvalidArchiveBudget`` for a budget that is not a positive integer.
+    Raises ``InvalidArchiveBudget`` for a budget that is not an integer from 1 to
+    ``MAX_ROWS``.
     """
-    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or not 1 <= max_rows <= MAX_ROWS:
         raise exception.InvalidArchiveBudget(max_rows=max_rows)
     result = ArchiveResult()
     for table in models.LIVE_TABLES:

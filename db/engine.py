@@ -43,24 +43,27 @@ reader = _guarded(context_manager.reader)
 writer = _guarded(context_manager.writer)
 
 
-def configure(conf=pcisim_conf.CONF):
+def configure(conf=pcisim_conf.CONF, create_directory=True):
     """Point the DB API at the configured database; call once per process."""
     configure_manager(
         context_manager,
         pcisim_conf.database_connection(conf),
         max_retries=conf.database.max_retries,
         retry_interval=conf.database.retry_interval,
+        create_directory=create_directory,
     )
 
 
-def configure_manager(manager, url, max_retries=3, retry_interval=1):
+def configure_manager(manager, url, max_retries=3, retry_interval=1, create_directory=True):
     """Configure an enginefacade transaction manager for ``url`` as pcisim runs it.
 
-    For a SQLite file, creates its directory, so that a first run on a fresh machine
-    needs no preparation, and tunes its connections (see ``db/sqlite.py``).
+    For a SQLite file, creates its directory (unless ``create_directory`` is false), so
+    that a first run on a fresh machine needs no preparation, and tunes its connections
+    (see ``db/sqlite.py``).
     """
     if sqlite.is_file_url(url):
-        os.makedirs(os.path.dirname(sqlite.file_path(url)) or ".", exist_ok=True)
+        if create_directory:
+            os.makedirs(os.path.dirname(sqlite.file_path(url)) or ".", exist_ok=True)
         manager.append_on_engine_create(sqlite.use_pooled_wal_connections)
     manager.configure(
         connection=url, sqlite_fk=True, max_retries=max_retries, retry_interval=retry_interval

@@ -85,7 +85,14 @@ class DBNotAllowed(PcisimException):
 
 
 class InvalidArchiveBudget(Invalid):
-    msg_fmt = "max_rows must be a positive integer, got %(max_rows)r."
+    msg_fmt = "max_rows must be an integer from 1 to 2147483647, got %(max_rows)r."
+
+
+class DatabaseNotMigrated(PcisimException):
+    msg_fmt = (
+        "The database %(url)s is %(state)s, and this pcisim needs revision %(head)s: "
+        "run 'pcisim-manage db sync' first."
+    )
 
 
 class PciDevicesNotFound(PciDeviceNotFound):

@@ -96,9 +96,10 @@ def check_database_url(url):
         raise exception.InvalidConfigValue(option="[database] connection", reason=reason)
 
 
-def configure_database():
+def configure_database(create_directory=True):
     """Point the DB API at the configured database after checking its URL; raises
-    ``InvalidConfigValue`` instead of touching anything when it is unusable."""
+    ``InvalidConfigValue`` instead of touching anything when it is unusable.
+    ``create_directory``: create a SQLite file's directory when missing."""
     from pcisim import conf as pcisim_conf
     from pcisim import rpc
     from pcisim.db import engine
@@ -106,7 +107,7 @@ def configure_database():
     url = pcisim_conf.database_connection()
     check_database_url(url)
     try:
-        engine.configure()
+        engine.configure(create_directory=create_directory)
     except OSError as error:
         reason = rpc.masked(f"{url}: cannot create its directory: {error}", url)
         raise exception.InvalidConfigValue(option="[database] connection", reason=reason)

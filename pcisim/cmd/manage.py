@@ -7,15 +7,20 @@
     pcisim-manage db purge (--all | --before DATE) [--verbose]
 
 Exit codes follow nova-manage. archive_deleted_rows: 0 nothing archived, 1 rows
-archived, 2 invalid --max_rows (or other invalid arguments), 3 database unreachable,
-4 invalid --before. purge: 0 rows deleted, 1 neither --all nor --before, 2 invalid
---before, 3 nothing purged. Every command: 2 for a bad configuration file or argument,
-255 for an unexpected error (and for an unreachable database, outside archiving).
+archived, 2 invalid --max_rows (not an integer from 1 to 2147483647) or other invalid
+arguments, 3 database unreachable, 4 invalid --before. purge: 0 rows deleted, 1 neither
+--all nor --before, 2 invalid --before, 3 nothing purged. Every command: 2 for a bad
+configuration file or argument, 255 for an unexpected error (and for an unreachable
+database outside archiving, or one whose schema is not at this code's revision, which
+archive and purge refuse, telling to run ``db sync``; a missing SQLite file is never
+created by any command but ``db sync``).
 """
 
 import argparse
+import os
+import signal
 import sys
-import time
+import threading
 
 import prettytable
 from dateutil import parser as date_parser
@@ -26,7 +31,7 @@ from oslo_log import log as logging
 from pcisim import cmd, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
-from pcisim.db import archive, migration
+from pcisim.db import archive, migration, sqlite
 
 CONF = pcisim_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -36,12 +41,13 @@ EXIT_ARCHIVE_UNREACHABLE = 3
 EXIT_UNEXPECTED = 255
 
 
-def _positive_int(text):
+def _max_rows(text):
+    """``--max_rows`` as an int; ``InvalidArchiveBudget`` naming it when out of range."""
     try:
         value = int(text)
     except (TypeError, ValueError):
-        value = 0
-    if value < 1:
+        raise exception.InvalidArchiveBudget(max_rows=text) from None
+    if not 1 <= value <= archive.MAX_ROWS:
         raise exception.InvalidArchiveBudget(max_rows=text)
     return value
 
@@ -92,8 +98,37 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+class _StopRequest(threading.Event):
+    """Set by SIGINT (Ctrl-C) while in use, so that a loop of batches stops between
+    two of them.
+
+    A KeyboardInterrupt raised wherever the signal lands may be swallowed by the
+    database layer's clean-up, and the loop would go on; a flag checked between
+    batches cannot be. A second Ctrl-C interrupts at once.
+    """
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._requested)
+        return self
+
+    def _requested(self, signum, frame):
+        self.set()
+        signal.signal(signal.SIGINT, self._previous)
+
+    def __exit__(self, *exc_info):
+        signal.signal(signal.SIGINT, self._previous)
+
+
+def _missing_file(url):
+    return sqlite.is_file_url(url) and not os.path.exists(sqlite.file_path(url))
+
+
 class DbCommands:
-    """Schema and data-retention commands of the ``db`` category."""
+    """Schema and data-retention commands of the ``db`` category, on the database at
+    ``url``."""
+
+    def __init__(self, url):
+        self.url = url
 
     def sync(self):
         migration.db_sync()
@@ -101,12 +136,30 @@ class DbCommands:
         return 0
 
     def version(self):
-        print(migration.db_version() or "None (the database has not been migrated)")
+        """Print the revision, and on stderr which database was read."""
+        revision = None if _missing_file(self.url) else migration.db_version()
+        print(revision or "None (the database has not been migrated)")
+        print(f"database: {rpc.safe_url(self.url)}", file=sys.stderr)
         return 0
+
+    def require_head(self):
+        """Raise ``DatabaseNotMigrated`` unless the schema is at this code's newest
+        revision; a missing SQLite file is reported without being created."""
+        head = migration.head_revision()
+        revision = None if _missing_file(self.url) else migration.db_version()
+        if revision == head:
+            return
+        if _missing_file(self.url):
+            state = "missing"
+        elif revision is None:
+            state = "not migrated"
+        else:
+            state = f"at revision {revision}"
+        raise exception.DatabaseNotMigrated(url=rpc.safe_url(self.url), state=state, head=head)
 
     def archive_deleted_rows(self, max_rows, before, until_complete, sleep, verbose, purge):
         try:
-            max_rows = _positive_int(max_rows)
+            max_rows = _max_rows(max_rows)
         except exception.Invalid as error:
             print(f"Invalid --max_rows: {error}", file=sys.stderr)
             return 2
@@ -115,6 +168,7 @@ class DbCommands:
         except exception.Invalid as error:
             print(f"Invalid --before: {error}", file=sys.stderr)
             return 4
+        self.require_head()
         result = self._archive(max_rows, before, until_complete, sleep)
         if verbose:
             self._print_archived(result)
@@ -125,20 +179,21 @@ class DbCommands:
     def _archive(self, max_rows, before, until_complete, sleep):
         ctxt = pcisim_context.get_admin_context()
         total = archive.ArchiveResult()
-        progress = _Progress() if until_complete else None
-        try:
-            while True:
+        if not until_complete:
+            total.add(archive.archive_deleted_rows(ctxt, max_rows=max_rows, before=before))
+            return total
+        progress = _Progress()
+        with _StopRequest() as stop:
+            while not stop.is_set():
                 batch = archive.archive_deleted_rows(ctxt, max_rows=max_rows, before=before)
                 total.add(batch)
-                if not (until_complete and batch.total):
+                if not batch.total:
                     break
                 progress.show(total.total)
-                time.sleep(sleep)
-        except KeyboardInterrupt:
-            print("Interrupted: stopped after the last complete batch.", file=sys.stderr)
-        finally:
-            if progress:
-                progress.done()
+                stop.wait(sleep)
+            progress.done()
+            if stop.is_set():
+                print("Interrupted: stopped after the last complete batch.", file=sys.stderr)
         return total
 
     @staticmethod
@@ -161,6 +216,7 @@ class DbCommands:
         except exception.Invalid as error:
             print(f"Invalid --before: {error}", file=sys.stderr)
             return 2
+        self.require_head()
         purged = archive.purge_shadow_tables(pcisim_context.get_admin_context(), before=before)
         if verbose:
             for table, count in sorted(purged.items()):
@@ -229,8 +285,8 @@ _ACTION_ARGS = {
 }
 
 
-def _run(action):
-    commands = DbCommands()
+def _run(action, url):
+    commands = DbCommands(url)
     kwargs = {name: getattr(CONF.category, name) for name in _ACTION_ARGS.get(action, ())}
     return getattr(commands, action)(**kwargs)
 
@@ -241,14 +297,17 @@ def main(argv=None):
     try:
         pcisim_conf.parse_args(argv)
         cmd.check_values(CONF)
-        cmd.configure_database()
+        cmd.configure_database(create_directory=CONF.category.action == "sync")
     except (cfg.Error, exception.InvalidConfigValue) as error:
         print(f"pcisim-manage: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     action = CONF.category.action
     url = pcisim_conf.database_connection()
     try:
-        return _run(action)
+        return _run(action, url)
+    except exception.DatabaseNotMigrated as error:
+        print(f"pcisim-manage: {error}", file=sys.stderr)
+        return EXIT_UNEXPECTED
     except cmd.UNREACHABLE_DATABASE as error:
         reason = cmd.database_error(error, url)
         print(f"Cannot reach the database {rpc.safe_url(url)}: {reason}", file=sys.stderr)

@@ -168,6 +168,52 @@ def test_db_version_after_sync_prints_the_head_revision(fresh_config):
     assert result.stdout.strip() == migration.head_revision()
 
 
+def test_db_version_names_the_database_it_read_on_stderr(fresh_config, tmp_path):
+    result = cli.run(fresh_config, "db", "version")
+
+    assert result.returncode == 0, result.stderr
+    assert f"sqlite:///{tmp_path / 'fresh.sqlite'}" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("db", "version"), ("db", "archive_deleted_rows"), ("db", "purge", "--all")],
+    ids=["version", "archive", "purge"],
+)
+def test_only_db_sync_creates_a_missing_state_path(tmp_path, args):
+    state = tmp_path / "state"
+    config_file = cli.write_config(tmp_path, text=f"[DEFAULT]\nstate_path = {state}\n")
+
+    cli.run(config_file, *args)
+
+    assert not state.exists()
+
+
+@pytest.mark.parametrize("args", [("archive_deleted_rows",), ("purge", "--all")])
+def test_archive_and_purge_of_a_missing_database_exit_255_telling_to_run_db_sync(
+    fresh_config, tmp_path, args
+):
+    result = cli.run(fresh_config, "db", *args)
+
+    assert result.returncode == 255
+    assert "missing" in result.stderr and "pcisim-manage db sync" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "fresh.sqlite").exists()
+
+
+@pytest.mark.parametrize("args", [("archive_deleted_rows",), ("purge", "--all")])
+def test_archive_and_purge_of_an_unmigrated_database_exit_255_telling_to_run_db_sync(
+    fresh_config, tmp_path, args
+):
+    sa.create_engine(f"sqlite:///{tmp_path / 'fresh.sqlite'}").connect().close()
+
+    result = cli.run(fresh_config, "db", *args)
+
+    assert result.returncode == 255
+    assert "not migrated" in result.stderr and "pcisim-manage db sync" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_db_sync_without_a_connection_creates_the_sqlite_file_in_state_path(tmp_path):
     config_file = cli.write_config(tmp_path)
 
@@ -234,7 +280,7 @@ def test_archive_stops_at_max_rows(sqlite_config, ctxt, node, spelling):
     assert _rows_per_table() == {"compute_nodes": 1, "pci_devices": 1, "shadow_pci_devices": 2}
 
 
-@pytest.mark.parametrize("max_rows", ["0", "-5", "abc"])
+@pytest.mark.parametrize("max_rows", ["0", "-5", "abc", "2147483648", "1" * 30])
 def test_archive_rejects_an_invalid_max_rows(sqlite_config, ctxt, node, max_rows):
     _deleted_devices(ctxt, node.id, 1)
     before = _rows_per_table()
@@ -369,17 +415,13 @@ def test_archive_until_complete_stops_cleanly_on_sigint(sqlite_config, ctxt, nod
     )
     try:
         _wait_for_rows(shadow, process)
-        time.sleep(1)
         process.send_signal(signal.SIGINT)
-        signalled = time.monotonic()
-        stdout, stderr = process.communicate(timeout=10)
-        stopped_after = time.monotonic() - signalled
+        stdout, stderr = process.communicate(timeout=cli.TIMEOUT)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
 
-    assert stopped_after < 5
     assert process.returncode == 1, stderr
     assert "Interrupted" in stderr
     live_ids, shadow_ids = set(_ids(table)), set(_ids(shadow))
