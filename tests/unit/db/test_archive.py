@@ -319,7 +319,7 @@ def test_archiving_in_small_steps_never_leaves_part_of_a_tree_behind(db, ctxt):
 
 
 @pytest.mark.parametrize("max_rows", [0, -1, "3", True, archive.MAX_ROWS + 1])
-def test_budget_that_is_not_a_positive_integer_is_refused(db, ctxt, max_rows):
+def test_budget_that_is_not_an_integer_from_1_to_max_rows_is_refused(db, ctxt, max_rows):
     node = factories.compute_node(ctxt)
     factories.deleted_device(ctxt, node.id)
 
