@@ -26,9 +26,6 @@ from pcisim.objects.instance import InstanceList
 
 LOG = logging.getLogger(__name__)
 CONF = pcisim_conf.CONF
-# NOTE: how long an RPC call may take when [DEFAULT] rpc_response_timeout is not
-# registered yet (oslo.messaging registers it with the first RPC client).
-DEFAULT_RPC_TIMEOUT = 60
 
 
 class ComputeManager:
@@ -197,7 +194,7 @@ class ComputeManager:
         late, or its flow stopped (a crash, a conductor that did not answer). A build
         ends in ERROR with a fault and releases what it held; a delete is completed.
         """
-        grace = getattr(CONF, "rpc_response_timeout", DEFAULT_RPC_TIMEOUT)
+        grace = CONF.rpc_response_timeout
         now = time.monotonic()
         unfinished = {}
         for instance in InstanceList.get_by_host_and_node(context, self.host):

@@ -11,10 +11,8 @@ import sys
 import urllib.parse
 import uuid
 
-import prettytable
-
 from pcisim import client as api_client
-from pcisim import exception, polling, trace, trace_report
+from pcisim import exception, polling, table, trace, trace_report
 
 SERVER_COLUMNS = ("id", "name", "status", "host", "node")
 DEVICE_COLUMNS = (
@@ -200,25 +198,14 @@ def _non_empty(text):
 # ------------------------------------------------------------------ output
 
 
-def _table(rows, columns):
-    table = prettytable.PrettyTable(columns)
-    table.align = "l"
-    for row in rows:
-        table.add_row(["" if row.get(c) is None else row.get(c) for c in columns])
-    return table
-
-
 def _show(args, value, columns=None):
     if args.format == "json":
         print(json.dumps(value, indent=2))
     elif isinstance(value, list):
-        print(_table(value, columns))
+        print(table.render(columns, ([row.get(c) for c in columns] for row in value)))
     else:
-        table = prettytable.PrettyTable(["Field", "Value"])
-        table.align = "l"
-        for key, item in value.items():
-            table.add_row([key, _cell(key, item)])
-        print(table)
+        fields = ((key, _cell(key, item)) for key, item in value.items())
+        print(table.render(["Field", "Value"], fields))
 
 
 def _cell(key, value):

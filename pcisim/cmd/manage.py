@@ -22,13 +22,12 @@ import signal
 import sys
 import threading
 
-import prettytable
 from dateutil import parser as date_parser
 from dateutil import tz
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from pcisim import cmd, exception, rpc
+from pcisim import cmd, exception, rpc, table
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim.db import archive, migration, sqlite
@@ -72,14 +71,6 @@ def _seconds(text):
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
     return value
-
-
-def _print_table(header, rows):
-    table = prettytable.PrettyTable(header)
-    table.align = "l"
-    for row in rows:
-        table.add_row(row)
-    print(table)
 
 
 class _Progress:
@@ -202,7 +193,7 @@ class DbCommands:
             print("Nothing was archived.")
             return
         rows = sorted(result.rows.items())
-        _print_table(["Table", "Number of Rows Archived"], rows)
+        print(table.render(["Table", "Number of Rows Archived"], rows))
 
     def purge(self, all_rows, before, verbose):
         if not (all_rows or before):
@@ -219,8 +210,8 @@ class DbCommands:
         self.require_head()
         purged = archive.purge_shadow_tables(pcisim_context.get_admin_context(), before=before)
         if verbose:
-            for table, count in sorted(purged.items()):
-                print(f"Deleted {count} rows from {table}")
+            for name, count in sorted(purged.items()):
+                print(f"Deleted {count} rows from {name}")
         if not purged:
             if verbose:
                 print("No rows were purged.")
