@@ -50,6 +50,7 @@ from pcisim.db import archive, engine, models
 from pcisim.objects.instance import Instance
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
+from tests import config_overrides
 from tests.functional import flows
 
 CONF = pcisim_conf.CONF
@@ -282,10 +283,10 @@ class Harness:
         self.broken = False
         self.initial = None  # (device addresses by node, pools by node)
         self._reset_factory = None
+        self._overrides = contextlib.ExitStack()
 
     def start(self):
-        for (name, group), value in self.OVERRIDES.items():
-            CONF.set_override(name, value, group=group)
+        self._overrides.enter_context(config_overrides.overridden(CONF, self.OVERRIDES))
         self._build()
         return self
 
@@ -314,8 +315,7 @@ class Harness:
         if self._reset_factory is not None:
             self._reset_factory()
             self._reset_factory = None
-        for name, group in self.OVERRIDES:
-            CONF.clear_override(name, group=group)
+        self._overrides.close()
 
     def rebuild(self):
         """A new control plane on an emptied database (after a failed example)."""

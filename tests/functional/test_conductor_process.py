@@ -20,7 +20,7 @@ from pcisim.db import engine, models
 from pcisim.objects import base as objects_base
 from pcisim.objects.compute_node import ComputeNodeList
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
-from tests import backends, object_factories
+from tests import backends, config_overrides, object_factories
 from tests.conftest import RABBIT_URL
 from tests.functional import processes
 
@@ -56,18 +56,16 @@ def conductor_process(rabbit, database, tmp_path_factory):
 def _acting_as_compute(topic):
     """While the block runs, this process is a compute of the conductor serving ``topic``."""
     transport = rpc.get_transport(url=RABBIT_URL)
-    CONF.set_override("topic", topic, group="conductor")
-    CONF.set_override("rpc_response_timeout", RPC_TIMEOUT)
-    objects_base.set_indirection_api(rpcapi.ConductorAPI(transport))
-    dbaccess.forbid("test-compute")
-    try:
-        yield
-    finally:
-        dbaccess.allow()
-        objects_base.set_indirection_api(None)
-        CONF.clear_override("rpc_response_timeout")
-        CONF.clear_override("topic", group="conductor")
-        transport.cleanup()
+    values = {("topic", "conductor"): topic, ("rpc_response_timeout", None): RPC_TIMEOUT}
+    with config_overrides.overridden(CONF, values):
+        objects_base.set_indirection_api(rpcapi.ConductorAPI(transport))
+        dbaccess.forbid("test-compute")
+        try:
+            yield
+        finally:
+            dbaccess.allow()
+            objects_base.set_indirection_api(None)
+            transport.cleanup()
 
 
 @pytest.fixture

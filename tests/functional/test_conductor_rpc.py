@@ -15,7 +15,7 @@ from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from pcisim.objects.pci_device_pool import PciDevicePool, PciDevicePoolList
-from tests import object_factories
+from tests import config_overrides, object_factories
 
 
 def _device_rows():
@@ -269,13 +269,10 @@ def test_conductor_unavailable_times_out_and_keeps_pending_changes(db, transport
     with testing.InProcessConductor(transport_url) as conductor:
         device = object_factories.vf(ctxt, object_factories.compute_node(ctxt))
         conductor.service.stop()
-        config.set_override("rpc_response_timeout", 1)
         device.status = "claimed"
-        try:
+        with config_overrides.overridden(config, {("rpc_response_timeout", None): 1}):
             with pytest.raises(messaging.MessagingTimeout):
                 device.save()
-        finally:
-            config.clear_override("rpc_response_timeout")
     assert device.obj_what_changed() == {"status"}
 
 

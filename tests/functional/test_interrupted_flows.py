@@ -23,7 +23,7 @@ from pcisim.objects.instance import Instance
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from tests import backends
+from tests import backends, config_overrides
 from tests.functional import flows
 
 CONF = pcisim_conf.CONF
@@ -44,13 +44,10 @@ def database(tmp_path_factory):
 @pytest.fixture
 def plane(db, caplog):
     caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
-    CONF.set_override("rpc_response_timeout", RPC_TIMEOUT)
     driver = SimulatedDriver.from_config([f"{NODE}=gpus=2"])
-    try:
+    with config_overrides.overridden(CONF, {("rpc_response_timeout", None): RPC_TIMEOUT}):
         with testing.ControlPlane({HOST: driver}, SPECS, ALIASES) as running:
             yield running
-    finally:
-        CONF.clear_override("rpc_response_timeout")
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from oslo_db.sqlalchemy import enginefacade
 from pcisim import conf as pcisim_conf
 from pcisim.db import engine as db_engine
 from pcisim.db import migration
+from tests import config_overrides
 from tests.functional import processes
 
 PASSWORD = "s3cr3t-pw"
@@ -182,14 +183,8 @@ def test_the_options_holding_secrets_are_masked_when_options_are_logged(config, 
         ("connection", "database"): MYSQL,
         ("auth_token", "api"): PASSWORD + "-token",
     }
-    for (name, group), value in values.items():
-        config.set_override(name, value, group=group)
-    try:
-        with caplog.at_level(logging.DEBUG):
-            pcisim_conf.CONF.log_opt_values(logging.getLogger("options"), logging.DEBUG)
-    finally:
-        for name, group in values:
-            config.clear_override(name, group=group)
+    with config_overrides.overridden(config, values), caplog.at_level(logging.DEBUG):
+        pcisim_conf.CONF.log_opt_values(logging.getLogger("options"), logging.DEBUG)
 
     assert "transport_url" in caplog.text and "auth_token" in caplog.text
     assert PASSWORD not in caplog.text
