@@ -16,8 +16,9 @@ from pcisim.db import sqlite
 context_manager = enginefacade.transaction_context()
 
 
-def _guarded(transaction):
-    """Wrap a DB function in ``transaction`` after checking this thread may use the DB."""
+def _guarded(transaction, only_reads):
+    """Wrap a DB function in ``transaction`` after checking this thread may use the DB;
+    a transaction it begins on SQLite takes the write lock unless ``only_reads``."""
 
     def decorator(fn):
         in_transaction = transaction(fn)
@@ -25,7 +26,8 @@ def _guarded(transaction):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             check_access(f"{fn.__module__}.{fn.__qualname__}")
-            return in_transaction(*args, **kwargs)
+            with sqlite.reading(only_reads):
+                return in_transaction(*args, **kwargs)
 
         return wrapper
 
@@ -39,8 +41,8 @@ def check_access(function):
         raise exception.DBNotAllowed(binary=binary, function=function)
 
 
-reader = _guarded(context_manager.reader)
-writer = _guarded(context_manager.writer)
+reader = _guarded(context_manager.reader, only_reads=True)
+writer = _guarded(context_manager.writer, only_reads=False)
 
 
 def configure(conf=pcisim_conf.CONF, create_directory=True):

@@ -12,11 +12,16 @@ oslo.db emits BEGIN itself (pysqlite must not), and foreign keys are enforced.
 Connections are handed to one thread at a time by the pool, so pysqlite's same-thread
 check is off, as SQLAlchemy does for pooled file databases.
 
-Transactions begin with BEGIN IMMEDIATE. A plain BEGIN starts a transaction that
-takes the write lock only at its first write, and if another connection wrote in
-between, SQLite fails it at once with "database is locked" instead of waiting. Taking
-the lock at the start makes every transaction wait its turn (``busy_timeout``).
+Writers begin with BEGIN IMMEDIATE. A plain BEGIN starts a transaction that takes
+the write lock only at its first write, and if another connection wrote in between,
+SQLite fails it at once with "database is locked" instead of waiting. Taking the lock
+at the start makes every writer wait its turn (``busy_timeout``). Readers, in
+``reading()``, begin with a plain BEGIN: in WAL mode they read a snapshot while one
+writer writes, and never wait for it.
 """
+
+import contextlib
+import contextvars
 
 import sqlalchemy as sa
 
@@ -44,11 +49,31 @@ def _configure_connection(dbapi_connection, connection_record):
         dbapi_connection.execute(f"PRAGMA {pragma}")
 
 
-def _begin_immediately(connection):
+_READING = contextvars.ContextVar("pcisim_sqlite_reading", default=None)
+
+
+@contextlib.contextmanager
+def reading(only_reads=True):
+    """Transactions begun in the block only read (``only_reads``) or may write.
+
+    Inside a block that may write, a reading block changes nothing: the enclosing
+    transaction begins lazily, at its first statement, which may come from the reader.
+    """
+    if only_reads and _READING.get() is False:
+        yield
+        return
+    token = _READING.set(only_reads)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+def _begin(connection):
     # oslo.db emits its own BEGIN unless this marker (its own) says one was emitted;
     # this listener is put ahead of oslo.db's.
     if "in_transaction" not in connection.info:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql("BEGIN" if _READING.get() else "BEGIN IMMEDIATE")
         connection.info["in_transaction"] = True
 
 
@@ -67,7 +92,7 @@ def use_pooled_wal_connections(engine):
         dialect=engine.dialect,
         events=[(_configure_connection, "connect")],
     )
-    _listen_first(engine, "begin", _begin_immediately)
+    _listen_first(engine, "begin", _begin)
 
 
 def _listen_first(engine, event, listener):
