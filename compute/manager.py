@@ -110,7 +110,9 @@ class ComputeManager:
     def _build(self, context, instance, node, request_spec):
         tracker = self.trackers[node]
         try:
-            tracker.instance_claim(context, instance, request_spec.get("numa_cells"))
+            tracker.instance_claim(
+                context, instance, request_spec.get("numa_cells"), request_spec.get("allocation")
+            )
         except exception.ComputeResourcesUnavailable as error:
             LOG.info("Claim of %s on %s/%s failed: %s", instance.uuid, self.host, node, error)
             self.compute_task_api.reschedule(context, instance, request_spec, str(error))

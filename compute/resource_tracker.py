@@ -3,9 +3,14 @@
 It keeps the node's usage in step with what runs on it. ``update_available_resource``
 (the periodic task) reads the hypervisor, syncs the PCI tracker with its report,
 frees what instances that are no longer on the node still hold (``clean_usage``),
-recounts the usage and saves the node and its devices. Claims and frees come from
-builds and deletes. One lock guards the tracker's state: the periodic task and the
-RPC handlers run in different threads.
+recounts the usage and saves the node, its PCI inventory and its devices. Claims and
+frees come from builds and deletes. One lock guards the tracker's state: the periodic
+task and the RPC handlers run in different threads.
+
+The scheduler allocates from the node's inventory (``[scheduler] claim_mode =
+allocations``); a claim then takes devices only from the PCI pools the allocation
+names. When the instances on the node change, and at start-up, the periodic run heals
+the node's allocations from what the tracker holds (``ComputeNode.heal_allocations``).
 
 Like everything on a compute, it reaches the database only through objects, so
 through the conductor.
@@ -16,13 +21,17 @@ import uuid as uuidlib
 
 from oslo_log import log as logging
 
+from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.instance import InstanceList
+from pcisim.pci import capacity
 from pcisim.pci.manager import PciDevTracker
 
 LOG = logging.getLogger(__name__)
 RESOURCES = (("vcpus", "vcpus"), ("memory_mb", "memory_mb"), ("local_gb", "root_gb"))
+# The allocation resource of each usage key.
+ALLOCATED_AS = {capacity.NODE_TOTALS[name]: name for name in capacity.NODE_TOTALS}
 
 
 class ResourceTracker:
@@ -36,6 +45,7 @@ class ResourceTracker:
         self.compute_node = None
         self.pci_tracker = None
         self._usage = {}  # instance uuid -> {vcpus, memory_mb, local_gb}
+        self._healed_for = None  # the instances the allocations were last healed for
         self._lock = threading.Lock()
 
     # -------------------------------------------------------------- periodic
@@ -56,7 +66,27 @@ class ResourceTracker:
             self.pci_tracker.clean_usage({instance.uuid for instance in instances})
             self._usage = {instance.uuid: _usage_of(instance) for instance in instances}
             self._save_yielding_to_other_writers(context)
+            self._heal_allocations_if_changed()
             return set(self._usage)
+
+    def _heal_allocations_if_changed(self):
+        if pcisim_conf.CONF.scheduler.claim_mode != "allocations":
+            return
+        holders = frozenset(self._usage)
+        if holders == self._healed_for:
+            return
+        held = {uuid: self._allocated_to(uuid) for uuid in holders}
+        healed = self.compute_node.heal_allocations(held)
+        if healed["added"] or healed["removed"]:
+            LOG.info("Node %s: healed allocations %s", self.nodename, healed)
+        self._healed_for = holders
+
+    def _allocated_to(self, instance_uuid):
+        usage = self._usage[instance_uuid]
+        return {
+            **{ALLOCATED_AS[resource]: usage[resource] for resource, _ in RESOURCES},
+            **self.pci_tracker.pci_resources_of(instance_uuid),
+        }
 
     def _sync_compute_node(self, context, resources):
         if self.compute_node is None:
@@ -87,8 +117,9 @@ class ResourceTracker:
 
     # ---------------------------------------------------------------- claims
 
-    def instance_claim(self, context, instance, numa_cells=None):
-        """Claim CPU, memory, disk and PCI devices for ``instance``, all or nothing.
+    def instance_claim(self, context, instance, numa_cells=None, allocation=None):
+        """Claim CPU, memory, disk and PCI devices for ``instance``, all or nothing;
+        with ``allocation`` (the scheduler's), devices from the pools it names.
 
         Raises ``ComputeResourcesUnavailable`` naming what is short, or that another
         writer took a device first (``PciDeviceConflict``); then nothing is claimed.
@@ -97,7 +128,7 @@ class ResourceTracker:
             self._check_free(instance)
             try:
                 devices = self.pci_tracker.claim_instance(
-                    instance.uuid, instance.pci_requests, numa_cells
+                    instance.uuid, instance.pci_requests, numa_cells, allocation
                 )
             except exception.PciDeviceRequestFailed as error:
                 raise exception.ComputeResourcesUnavailable(node=self.nodename, reason=str(error))
@@ -173,13 +204,20 @@ class ResourceTracker:
             if getattr(node, f"{resource}_used") != used:
                 setattr(node, f"{resource}_used", used)
         pools = self.pci_tracker.stats.to_device_pools_obj()
-        if node.pci_device_pools is None or node.pci_device_pools.to_json() != pools.to_json():
+        if _differs(node.pci_device_pools, pools):
             node.pci_device_pools = pools
+        inventory = self.pci_tracker.inventory()
+        if _differs(node.pci_inventory, inventory):
+            node.pci_inventory = inventory
         # NOTE: a save with nothing to write would still be a round trip, one per node
         # and periodic run: with 1,000 nodes, half of the run's round trips.
         if node.obj_what_changed():
             with node.obj_alternate_context(context):
                 node.save()
+
+
+def _differs(published, pools):
+    return published is None or published.to_json() != pools.to_json()
 
 
 def _usage_of(instance):

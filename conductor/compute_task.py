@@ -12,6 +12,7 @@ from oslo_log import log as logging
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess, exception
 from pcisim.conductor import scheduler
+from pcisim.db import allocations as db_allocations
 from pcisim.objects.instance_fault import InstanceFault
 
 LOG = logging.getLogger(__name__)
@@ -50,46 +51,54 @@ class ComputeTaskManager:
         """
         request_spec = dict(request_spec, tried=[])
         try:
-            host, node = self._select(context, instance, request_spec)
+            host, node = self._select(context, instance, request_spec, instance.create)
         except exception.NoValidHost as error:
             instance.vm_state, instance.task_state = "error", None
             instance.create()
             InstanceFault.record(context, instance.uuid, error)
             return instance
-        instance.host, instance.node, instance.task_state = host, node, "spawning"
-        instance.create()
         self.compute_rpcapi.build_and_run_instance(context, instance, host, node, request_spec)
         return instance
 
     @_with_database
     def reschedule(self, context, instance, request_spec, reason):
-        """A claim failed on the last node tried: try another, up to the attempt limit."""
+        """A claim failed on the last node tried: release its allocation there and try
+        another node, up to the attempt limit."""
+        db_allocations.release(context, instance.uuid)
         attempts = pcisim_conf.CONF.scheduler.max_attempts
         if len(request_spec["tried"]) >= attempts:
             error = exception.NoValidHost(reason=f"{attempts} attempts failed; the last: {reason}")
             instance.mark_error(error)
             return
-        self._schedule(context, instance, request_spec)
-
-    def _schedule(self, context, instance, request_spec):
         try:
-            host, node = self._select(context, instance, request_spec)
+            host, node = self._select(context, instance, request_spec, instance.save)
         except exception.NoValidHost as error:
             instance.mark_error(error)
             return
-        instance.host, instance.node, instance.task_state = host, node, "spawning"
-        instance.save()
         self.compute_rpcapi.build_and_run_instance(context, instance, host, node, request_spec)
 
     @staticmethod
-    def _select(context, instance, request_spec):
-        """A (host, node) not tried yet, recorded as tried; ``NoValidHost`` if none."""
+    def _select(context, instance, request_spec, write):
+        """A (host, node) not tried yet, recorded as tried, the instance's row written
+        with it by ``write`` (its ``create`` or ``save``), and in allocations mode its
+        allocation there, in ``request_spec["allocation"]``; ``NoValidHost`` if none."""
+
+        def record(host, node):
+            instance.host, instance.node, instance.task_state = host, node, "spawning"
+            write()
+
+        numa_cells, tried = request_spec.get("numa_cells"), request_spec["tried"]
         try:
-            host, node = scheduler.select_destination(
-                context, instance, request_spec.get("numa_cells"), request_spec["tried"]
-            )
+            if pcisim_conf.CONF.scheduler.claim_mode == "legacy":
+                host, node = scheduler.select_destination(context, instance, numa_cells, tried)
+                record(host, node)
+            else:
+                host, node, allocation = scheduler.claim_destination(
+                    context, instance, numa_cells, tried, record
+                )
+                request_spec["allocation"] = allocation
         except exception.NoValidHost as error:
             LOG.info("No node for %s: %s", instance.uuid, error)
             raise
-        request_spec["tried"].append([host, node])
+        tried.append([host, node])
         return host, node

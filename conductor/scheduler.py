@@ -1,33 +1,155 @@
-"""Choosing a node for a new instance: free CPU, memory and disk, and PCI pools.
+"""Choosing a node for a new instance, and claiming what it needs there.
 
-The choice uses what the computes published (their compute node records and PCI
-pools), so it can be stale; the compute's claim is the authority, and a claim that
-fails there sends the instance back here for another node.
+Two modes (``[scheduler] claim_mode``):
+
+``allocations`` (the default)
+    The choice reads each node's inventory and the allocations on it, and writes the
+    instance's allocation in the same transaction as a compare-and-swap on the node's
+    generation (``db/allocations.py``), and as the instance's row with its node. A
+    choice made from a view another allocation made stale fails that swap, and is made
+    again from a fresh view, here: it never becomes a reschedule through the compute.
+    Among the ``[filter_scheduler] host_subset_size`` best nodes the choice is random,
+    so that concurrent requests seldom collide at all.
+
+``legacy``
+    The choice uses what the computes published (their usage and free PCI pools), so
+    it can be stale; the compute's claim is the authority, and a claim that fails there
+    sends the instance back here for another node.
 """
 
 import functools
+import random
 
 from oslo_log import log as logging
 
 from pcisim import conf as pcisim_conf
-from pcisim import exception
+from pcisim import exception, faults
 from pcisim.compute import rpcapi as compute_rpcapi
+from pcisim.db import allocations as db_allocations
 from pcisim.db import api as db_api
+from pcisim.db import engine as db_engine
 from pcisim.objects.pci_device_pool import PciDevicePoolList
 from pcisim.objects.service import ServiceList
+from pcisim.pci import capacity
 from pcisim.pci.stats import PciDeviceStats
 
 LOG = logging.getLogger(__name__)
+# NOTE: each conflict means another allocation was written meanwhile, so the retries
+# make progress; this only bounds a request that keeps losing.
+MAX_GENERATION_CONFLICTS = 50
 
 
-def select_destination(context, instance, numa_cells=None, exclude=()):
-    """The (host, node) with the most free memory that fits, or ``NoValidHost``."""
+def claim_destination(context, instance, numa_cells=None, exclude=(), record=None):
+    """Choose a node for ``instance``, allocate what it needs there and run
+    ``record(host, node)`` (which writes the instance's row), all in one transaction.
+
+    Returns ``(host, node, allocation)``, the allocation as {resource: used}. Raises
+    ``NoValidHost`` when no node that is up and not in ``exclude`` has room, or after
+    ``MAX_GENERATION_CONFLICTS`` lost swaps.
+    """
+    wanted = _Wanted(instance, numa_cells)
+    up = _up_hosts(context)
+    for _ in range(MAX_GENERATION_CONFLICTS):
+        rows, usage = db_allocations.host_states(context)
+        node, allocation = _choose(rows, usage, up, exclude, wanted)
+        faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
+        try:
+            with db_engine.write_transaction(context):
+                db_allocations.claim(context, node.id, node.generation, instance.uuid, allocation)
+                if record is not None:
+                    record(node.host, node.hypervisor_hostname)
+        except exception.ComputeNodeGenerationConflict as error:
+            LOG.debug("Choosing again for %s: %s", instance.uuid, error)
+            continue
+        return node.host, node.hypervisor_hostname, allocation
+    raise exception.NoValidHost(
+        reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
+    )
+
+
+class _Wanted:
+    """What an instance asks of a node: resources and PCI requests."""
+
+    def __init__(self, instance, numa_cells):
+        self.resources = {
+            name: getattr(instance, field) or 0 for name, field in capacity.FLAVOR_RESOURCES.items()
+        }
+        self.requests = list(instance.pci_requests.requests) if instance.pci_requests else []
+        self.numa_cells = frozenset(numa_cells) if numa_cells else None
+        self.description = _flavor(instance)
+
+
+def _up_hosts(context):
     down_after = pcisim_conf.CONF.service_down_time
-    up = {
+    return {
         s.host
         for s in ServiceList.get_all_by_binary(context, compute_rpcapi.BINARY)
         if s.is_up(down_after)
     }
+
+
+def _choose(rows, usage, up, exclude, wanted):
+    """(node row, allocation) chosen at random among the best that fit."""
+    nodes = [n for n in rows if n.host in up and [n.host, n.hypervisor_hostname] not in exclude]
+    if not nodes:
+        raise exception.NoValidHost(reason="no compute service is up that was not tried")
+    fitting = [n for n in nodes if _has_room(n, usage.get(n.id, {}), wanted.resources)]
+    if not fitting:
+        raise exception.NoValidHost(reason=f"no node has {wanted.description} free")
+    pci = _pci_planner(wanted)
+    planned = [(n, pci(n.pci_inventory, _pci_usage(usage.get(n.id, {})))) for n in fitting]
+    planned = [(n, devices) for n, devices in planned if devices is not None]
+    if not planned:
+        raise exception.NoValidHost(
+            reason=f"no node can provide PCI devices {_names(wanted.requests)}"
+        )
+    planned.sort(key=lambda item: _free_memory(item[0], usage), reverse=True)
+    subset = planned[: pcisim_conf.CONF.filter_scheduler.host_subset_size]
+    node, devices = random.choice(subset)
+    return node, {**wanted.resources, **devices}
+
+
+def _has_room(node, used, resources):
+    return all(
+        used.get(name, 0) + amount <= getattr(node, capacity.NODE_TOTALS[name])
+        for name, amount in resources.items()
+    )
+
+
+def _free_memory(node, usage):
+    return node.memory_mb - usage.get(node.id, {}).get(capacity.MEMORY_MB, 0)
+
+
+def _pci_usage(used):
+    return frozenset(
+        (name, amount) for name, amount in used.items() if name.startswith(capacity.PCI_PREFIX)
+    )
+
+
+def _pci_planner(wanted):
+    """``plan(pci_inventory text, PCI usage)``: the PCI allocation of ``wanted`` on a
+    node, or None. Nodes alike in inventory and usage are planned once per request:
+    most nodes of a large cloud look alike."""
+    if not wanted.requests:
+        return lambda inventory, used: {}
+
+    @functools.cache
+    def plan(inventory, used):
+        stats = PciDeviceStats.from_capacity(_inventory(inventory), dict(used))
+        return stats.allocation_for(wanted.requests, wanted.numa_cells)
+
+    return plan
+
+
+@functools.lru_cache(maxsize=1024)
+def _inventory(text):
+    return PciDevicePoolList.from_json(text).objects
+
+
+def select_destination(context, instance, numa_cells=None, exclude=()):
+    """The legacy mode's choice: the (host, node) with the most free memory that fits
+    by what the computes published, or ``NoValidHost``."""
+    up = _up_hosts(context)
     # NOTE: rows, not ComputeNode objects: with 1,000 nodes, building the objects and
     # their pool objects took 90% of the 270 ms a request cost (bench/scale.py).
     nodes = [

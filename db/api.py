@@ -20,7 +20,7 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from pcisim import exception
-from pcisim.db import models, pci_batch
+from pcisim.db import allocations, models, pci_batch
 from pcisim.db.engine import reader, writer
 
 PCI_REQUIRED_FIELDS = (
@@ -33,6 +33,8 @@ PCI_REQUIRED_FIELDS = (
     "status",
 )
 _BOOKKEEPING = frozenset({"id", "created_at", "updated_at", "deleted", "deleted_at"})
+# vm_states of an instance that holds nothing any more.
+_ENDED = frozenset({"error", "deleted"})
 _PCI_IDENTITY = frozenset({"compute_node_id", "address"})
 # NOTE: a writer that deadlocks with another transaction (an archive run, say) or
 # waits longer than innodb_lock_wait_timeout for a row lock is rolled back and run
@@ -149,12 +151,23 @@ def compute_node_get_all(context):
     return list(context.session.scalars(query))
 
 
+# Columns whose change changes what the scheduler may allocate of a node.
+_NODE_INVENTORY = frozenset({"vcpus", "memory_mb", "local_gb", "pci_inventory"})
+
+
 @_retry_on_deadlock
 @writer
 def compute_node_update(context, node_id, values):
-    _check_values(models.ComputeNode, values)
+    """Update a node; a change of its inventory bumps its generation, so that an
+    allocation chosen from the old inventory is refused."""
+    _check_values(models.ComputeNode, values, forbidden=_BOOKKEEPING | {"generation"})
     node = compute_node_get(context, node_id)
+    inventory_changed = any(
+        getattr(node, key) != values[key] for key in _NODE_INVENTORY & values.keys()
+    )
     _apply(node, values)
+    if inventory_changed:
+        node.generation = models.ComputeNode.generation + 1
     context.session.flush()
     return node
 
@@ -162,7 +175,8 @@ def compute_node_update(context, node_id, values):
 @_retry_on_deadlock
 @writer
 def compute_node_delete(context, node_id):
-    """Soft-delete a compute node together with its live PCI devices."""
+    """Soft-delete a compute node together with its live PCI devices, and remove the
+    allocations on it."""
     node = compute_node_get(context, node_id)
     query = sa.select(models.PciDevice.address).where(
         models.PciDevice.compute_node_id == node_id, models.PciDevice.deleted == 0
@@ -173,6 +187,7 @@ def compute_node_delete(context, node_id):
         for address in context.session.scalars(query)
     ]
     pci_batch.write_devices(context.session.connection(), writes)
+    allocations.remove_on_node(context.session.connection(), node_id)
     node.soft_delete()
     context.session.flush()
     return node
@@ -236,20 +251,25 @@ def instance_get_all_by_host_and_node(context, host, node=None):
 @_retry_on_deadlock
 @writer
 def instance_update(context, uuid, values):
+    """Update an instance; one that ends (ERROR, DELETED) releases its allocations."""
     _check_values(models.Instance, values, forbidden=_BOOKKEEPING | {"uuid"})
     instance = instance_get_by_uuid(context, uuid)
     _apply(instance, values)
     context.session.flush()
+    if values.get("vm_state") in _ENDED:
+        allocations.release_in(context.session.connection(), uuid)
     return instance
 
 
 @_retry_on_deadlock
 @writer
 def instance_destroy(context, uuid):
-    """Soft-delete an instance. What it owns stays until archiving moves it along."""
+    """Soft-delete an instance and remove its allocations. What it owns stays until
+    archiving moves it along."""
     instance = instance_get_by_uuid(context, uuid)
     instance.soft_delete()
     context.session.flush()
+    allocations.release_in(context.session.connection(), uuid)
     return instance
 
 

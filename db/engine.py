@@ -4,6 +4,7 @@
 the URL from the configuration (the embedded SQLite file by default).
 """
 
+import contextlib
 import functools
 import os
 
@@ -70,6 +71,15 @@ def configure_manager(manager, url, max_retries=3, retry_interval=1, create_dire
     manager.configure(
         connection=url, sqlite_fk=True, max_retries=max_retries, retry_interval=retry_interval
     )
+
+
+@contextlib.contextmanager
+def write_transaction(context):
+    """One writer transaction for the block: the DB API writers called in it with
+    ``context`` join it, and it commits, or rolls back, as a whole."""
+    check_access("pcisim.db.engine.write_transaction")
+    with sqlite.reading(only_reads=False), context_manager.writer.using(context):
+        yield
 
 
 def get_engine():

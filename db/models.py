@@ -68,6 +68,13 @@ class ComputeNode(Base):
     memory_mb_used: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
     local_gb_used: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
     pci_stats: Mapped[str | None] = mapped_column(sa.Text)
+    # What the scheduler may allocate of the node's PCI devices (pci/capacity.py), and
+    # the node's generation: bumped by every change of its inventory or allocations,
+    # compared-and-swapped by every allocation the scheduler writes.
+    pci_inventory: Mapped[str | None] = mapped_column(sa.Text)
+    generation: Mapped[int] = mapped_column(
+        sa.Integer, nullable=False, default=0, server_default="0"
+    )
 
 
 class Instance(Base):
@@ -200,6 +207,30 @@ class Service(Base):
     last_seen_up: Mapped[datetime | None] = mapped_column(sa.DateTime)
     forced_down: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
     disabled: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
+
+
+class Allocation(Base):
+    """What a consumer (an instance) holds of a node's resources, written by the
+    scheduler when it chooses the node. ``resource`` is ``VCPU``, ``MEMORY_MB``,
+    ``DISK_GB`` or a PCI pool's name (``pci/capacity.py``).
+
+    The node owns its allocations (they are archived with it). A consumer's are deleted,
+    not soft-deleted, when it ends (deleted, or in ERROR): nothing of an instance's
+    history lives here, so the column is ``consumer_uuid``, without a foreign key.
+    """
+
+    __tablename__ = "allocations"
+    __table_args__ = _table_args(
+        sa.Index("allocations_node_idx", "compute_node_id"),
+        sa.Index("allocations_consumer_idx", "consumer_uuid"),
+    )
+
+    compute_node_id: Mapped[int] = mapped_column(
+        sa.Integer, sa.ForeignKey("compute_nodes.id"), nullable=False
+    )
+    consumer_uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False)
+    resource: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    used: Mapped[int] = mapped_column(sa.Integer, nullable=False)
 
 
 # Tables that name an instance without being owned by it: never archived as its residue.

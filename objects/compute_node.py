@@ -2,9 +2,13 @@
 
 from oslo_utils import versionutils
 
+from pcisim.db import allocations as db_allocations
 from pcisim.db import api as db_api
 from pcisim.objects import base, fields
 from pcisim.objects.pci_device_pool import PciDevicePoolList
+
+# NOTE: pool lists are stored as JSON text in columns of other names.
+POOL_COLUMNS = {"pci_device_pools": "pci_stats", "pci_inventory": "pci_inventory"}
 
 
 @base.PcisimObjectRegistry.register
@@ -13,7 +17,8 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
 
     # Version 1.0: initial version
     # Version 1.1: added pci_device_pools
-    VERSION = "1.1"
+    # Version 1.2: added pci_inventory, PciDevicePoolList 1.1, heal_allocations
+    VERSION = "1.2"
 
     fields = {
         "id": fields.IntegerField(),
@@ -27,28 +32,37 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
         "memory_mb_used": fields.IntegerField(default=0),
         "local_gb_used": fields.IntegerField(default=0),
         "pci_device_pools": fields.ObjectField("PciDevicePoolList", nullable=True),
+        "pci_inventory": fields.ObjectField("PciDevicePoolList", nullable=True),
         **base.PcisimPersistentObject.fields,
     }
-    obj_relationships = {"pci_device_pools": [("1.1", "1.0")]}
+    obj_relationships = {
+        "pci_device_pools": [("1.1", "1.0"), ("1.2", "1.1")],
+        "pci_inventory": [("1.2", "1.1")],
+    }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
-        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+        version = versionutils.convert_version_to_tuple(target_version)
+        if version < (1, 2):
+            primitive.pop("pci_inventory", None)
+        if version < (1, 1):
             primitive.pop("pci_device_pools", None)
 
     @classmethod
     def _from_db_object(cls, context, node, row):
-        node._copy_row(row)
-        node.pci_device_pools = PciDevicePoolList.from_json(row.pci_stats)
+        node._copy_row(row, skip=POOL_COLUMNS.keys())
+        for field, column in POOL_COLUMNS.items():
+            setattr(node, field, PciDevicePoolList.from_json(getattr(row, column)))
         node._context = context
         node.obj_reset_changes(recursive=True)
         return node
 
     def _db_values(self, names):
         values = super()._db_values(names)
-        if "pci_device_pools" in values:
-            pools = values.pop("pci_device_pools")
-            values["pci_stats"] = pools.to_json() if pools is not None else None
+        for field, column in POOL_COLUMNS.items():
+            if field in values:
+                pools = values.pop(field)
+                values[column] = pools.to_json() if pools is not None else None
         return values
 
     @classmethod
@@ -84,15 +98,28 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
         row = db_api.compute_node_delete(self._context, self.id)
         self._from_db_object(self._context, self, row)
 
+    @base.remotable
+    def heal_allocations(self, held):
+        """Make the node's allocations agree with the instances its compute holds.
+
+        ``held`` maps each instance the compute holds on this node to what it uses
+        ({resource: used}). An instance that has no allocation here gets one of that
+        (if it is live, on this node and not in ERROR); an allocation whose consumer
+        is not such an instance is removed. Returns {"added": [uuids], "removed":
+        [uuids]}.
+        """
+        return db_allocations.heal(self._context, self.id, held)
+
 
 @base.PcisimObjectRegistry.register
 class ComputeNodeList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: ComputeNode 1.0
     # Version 1.1: ComputeNode 1.1
-    VERSION = "1.1"
+    # Version 1.2: ComputeNode 1.2
+    VERSION = "1.2"
 
     fields = {"objects": fields.ListOfObjectsField("ComputeNode")}
-    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1")]}
+    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2")]}
 
     @classmethod
     @base.remotable

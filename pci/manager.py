@@ -25,6 +25,8 @@ from oslo_log import log as logging
 from pcisim import exception
 from pcisim.objects import fields, pci_device_state
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
+from pcisim.objects.pci_device_pool import PciDevicePool, PciDevicePoolList
+from pcisim.pci import capacity
 from pcisim.pci import stats as pci_stats
 from pcisim.pci.report import REPORTED_FIELDS, normalized_report, report_of
 
@@ -52,7 +54,7 @@ class PciDevTracker:
         self._held_reports = {}  # address -> report applied once the device is free
         self._pending_removal = set()
         self.stats = pci_stats.PciDeviceStats(
-            tags_for=lambda device: self._tags.get(device.address, {}),
+            tags_for=self._tags_for,
             numa_sockets=self._numa_sockets,
         )
         for device in PciDeviceList.get_by_compute_node(context, self.node_id):
@@ -73,6 +75,29 @@ class PciDevTracker:
 
     def holders(self):
         return set(self._held_by)
+
+    def inventory(self):
+        """What the scheduler may allocate of this node's devices: the pools of every
+        device in the inventory, with totals and groups (``pci/capacity.py``)."""
+        counts = capacity.inventory_counts(self._devices.values(), self._tags_for)
+        return PciDevicePoolList(
+            objects=[
+                PciDevicePool(**{**key._asdict(), "tags": dict(key.tags)}, count=count)
+                for key, count in sorted(counts.items(), key=str)
+            ]
+        )
+
+    def pci_resources_of(self, instance_uuid):
+        """{PCI resource name: devices} that an instance holds, by inventory pool."""
+        return dict(
+            collections.Counter(
+                capacity.resource_name(capacity.PoolKey.of(device, self._tags_for(device)))
+                for device in self.devices_of(instance_uuid)
+            )
+        )
+
+    def _tags_for(self, device):
+        return self._tags.get(device.address, {})
 
     # -------------------------------------------------- hypervisor sync
 
@@ -174,15 +199,17 @@ class PciDevTracker:
 
     # ------------------------------------------------------------ claims
 
-    def claim_instance(self, instance_uuid, pci_requests, numa_cells=None):
+    def claim_instance(self, instance_uuid, pci_requests, numa_cells=None, allocation=None):
         """Claim devices for every request of an instance, or claim nothing and raise.
 
-        Raises ``PciDeviceRequestFailed`` when the node cannot satisfy the requests.
+        With ``allocation`` ({resource: used}, what the scheduler allocated), devices
+        come only from the PCI pools it names. Raises ``PciDeviceRequestFailed`` when
+        the node cannot satisfy the requests.
         """
         requests = list(pci_requests.requests) if pci_requests else []
         if not requests:
             return []
-        claimed = self.stats.consume_requests(requests, instance_uuid, numa_cells)
+        claimed = self.stats.consume_requests(requests, instance_uuid, numa_cells, allocation)
         for device in claimed:
             self._hold(instance_uuid, device)
             self._dirty[device.address] = device

@@ -1,12 +1,17 @@
 """Pools: a node's free PCI devices grouped by kind, so that claims need not scan devices.
 
 A pool holds the *available* devices that share a vendor, product, NUMA node, device
-type, parent PF (VFs are pooled per PF) and device_spec tags. The tracker keeps pools
-in step with device statuses (``update_device``); requests are planned against pools:
+type, group (a PF with its VFs: VFs are pooled per PF, each PF alone) and device_spec
+tags. The tracker keeps pools in step with device statuses (``update_device``);
+requests are planned against pools:
 
 - ``support_requests`` answers, without changing anything, whether the requests fit
   (the scheduler asks it of a node's published pools, which carry counts only);
-- ``consume_requests`` picks devices and claims them for an instance (the compute).
+- ``allocation_for`` says which pools, and how many of each, the requests would take
+  of a node's free capacity (``from_capacity``: its inventory less its allocations,
+  each pool bounded by the counter it shares, see ``pci/capacity.py``);
+- ``consume_requests`` picks devices and claims them for an instance (the compute),
+  from the pools its allocation names when it has one.
 
 PF and vDPA pools serve only requests that ask for that device type. NUMA policies,
 for a guest on NUMA nodes ``numa_cells``: ``required`` takes devices on those nodes
@@ -24,6 +29,7 @@ import dataclasses
 from pcisim import exception
 from pcisim.objects import pci_device_pool
 from pcisim.objects.fields import PciDeviceType
+from pcisim.pci import capacity
 from pcisim.pci.request import spec_matches
 
 REQUEST_ONLY_TYPES = frozenset({PciDeviceType.SRIOV_PF, PciDeviceType.VDPA})
@@ -39,16 +45,19 @@ CLAIM_REFUSALS = (
 
 @dataclasses.dataclass(eq=False)
 class Pool:
-    """Free devices of one kind; ``count`` only, when built from published pools."""
+    """Free devices of one kind; ``count`` only, when built from published pools or a
+    node's free capacity (then drawing ``cost`` a device on ``counter``)."""
 
     vendor_id: str
     product_id: str
     numa_node: int | None
     dev_type: str
-    parent_addr: str | None
+    group: str | None
     tags: tuple
     devices: dict = dataclasses.field(default_factory=dict)
     published_count: int | None = None
+    counter: str | None = None
+    cost: int = 1
 
     @property
     def key(self):
@@ -57,9 +66,17 @@ class Pool:
             self.product_id,
             self.numa_node,
             self.dev_type,
-            self.parent_addr,
+            self.group,
             self.tags,
         )
+
+    @property
+    def parent_addr(self):
+        return self.group if self.dev_type == PciDeviceType.SRIOV_VF else None
+
+    @property
+    def resource(self):
+        return capacity.resource_name(self)
 
     @property
     def bucket(self):
@@ -85,6 +102,7 @@ class PciDeviceStats:
     def __init__(self, tags_for=None, numa_sockets=None):
         self._tags_for = tags_for or (lambda device: {})
         self._numa_sockets = numa_sockets or {}
+        self._counters_left = {}  # counter -> capacity left (from_capacity only)
         self._buckets = collections.defaultdict(dict)  # bucket -> {pool key: Pool}
         self._pool_of = {}  # device address -> the Pool holding it
 
@@ -110,9 +128,9 @@ class PciDeviceStats:
 
     def _pool_for(self, device):
         tags = tuple(sorted(self._tags_for(device).items()))
-        parent = device.parent_addr if device.dev_type == PciDeviceType.SRIOV_VF else None
+        group = capacity.group_of(device)
         pool = Pool(
-            device.vendor_id, device.product_id, device.numa_node, device.dev_type, parent, tags
+            device.vendor_id, device.product_id, device.numa_node, device.dev_type, group, tags
         )
         return self._buckets[pool.bucket].setdefault(pool.key, pool)
 
@@ -158,20 +176,56 @@ class PciDeviceStats:
                 stats._buckets[pool.bucket][pool.key] = pool
         return stats
 
+    @classmethod
+    def from_capacity(cls, inventory, used, numa_sockets=None):
+        """Count-only pools of what is free of a node's PCI ``inventory`` (inventory
+        pools: PciDevicePool with ``group``, ``count`` the total) once the allocations
+        ``used`` ({resource: used}) are taken, each bounded by its counter."""
+        by_name, sizes = capacity.draws(inventory)
+        stats = cls(numa_sockets=numa_sockets)
+        stats._counters_left = capacity.counters_left(by_name, sizes, used)
+        for published in inventory:
+            name = capacity.resource_name(published)
+            draw = by_name[name]
+            pool = Pool(
+                published.vendor_id,
+                published.product_id,
+                published.numa_node,
+                published.dev_type,
+                published.group,
+                tuple(sorted(published.tags.items())),
+                published_count=published.count - used.get(name, 0),
+                counter=draw.counter,
+                cost=draw.cost,
+            )
+            if pool.count > 0 and stats._counters_left[draw.counter] >= draw.cost:
+                stats._buckets[pool.bucket][pool.key] = pool
+        return stats
+
     # -------------------------------------------------------------- planning
 
     def support_requests(self, requests, numa_cells=None):
         """Whether ``requests`` (InstancePCIRequest list) fit; changes nothing."""
         return self._plan(requests, numa_cells) is not None
 
-    def consume_requests(self, requests, instance_uuid, numa_cells=None):
+    def allocation_for(self, requests, numa_cells=None):
+        """{pool resource name: devices} that ``requests`` would take of count-only
+        pools, or None when they do not fit; changes nothing."""
+        plan = self._plan(requests, numa_cells)
+        if plan is None:
+            return None
+        return dict(collections.Counter(pool.resource for _, taken in plan for pool in taken))
+
+    def consume_requests(self, requests, instance_uuid, numa_cells=None, allocation=None):
         """Pick and claim devices for every request, or raise and claim nothing.
 
+        With ``allocation`` ({pool resource name: devices}, what the scheduler
+        reserved), devices come only from those pools, at most that many of each.
         Returns the claimed devices. Raises ``PciDeviceRequestFailed`` when the
         requests do not fit, or when a device of the plan refuses its claim: then the
         devices claimed before it are freed again.
         """
-        plan = self._plan(requests, numa_cells)
+        plan = self._plan(requests, numa_cells, allocation)
         if plan is None:
             raise exception.PciDeviceRequestFailed(
                 requests=_describe(requests), reason="not enough free devices that match"
@@ -197,9 +251,10 @@ class PciDeviceStats:
         for device in changed:
             self.update_device(device)
 
-    def _plan(self, requests, numa_cells):
-        """[(request, devices)] that satisfy every request together, or None."""
-        state = _PlanState()
+    def _plan(self, requests, numa_cells, allocation=None):
+        """[(request, devices)] that satisfy every request together, or None; for
+        count-only pools, each device is the pool it would come from."""
+        state = _PlanState(self._counters_left, allocation)
         plan = []
         for request in requests:
             picked = self._plan_request(request, numa_cells, state)
@@ -245,18 +300,22 @@ def _serves(spec, pool):
 
 
 class _PlanState:
-    """What a plan has taken so far, so one plan never uses a PF and one of its VFs."""
+    """What a plan has taken so far, so one plan never uses a PF and one of its VFs,
+    never draws a counter below zero, and takes no more of a pool than ``allocation``
+    allows (when given)."""
 
-    def __init__(self):
+    def __init__(self, counters_left, allocation=None):
         self.taken = collections.Counter()  # pool key -> count taken (count-only pools)
         self.chosen = set()  # addresses of chosen devices
         self.pfs_in_use = set()  # PFs that a chosen VF belongs to, or that were chosen
+        self.counters_left = dict(counters_left)
+        self.allowed = None if allocation is None else collections.Counter(allocation)
 
     def take(self, pool, wanted):
         if pool.published_count is not None:
-            n = min(wanted, pool.count - self.taken[pool.key])
-            self.taken[pool.key] += n
-            return [None] * n
+            return self._take_count(pool, wanted)
+        if self.allowed is not None:
+            wanted = min(wanted, self.allowed[pool.resource])
         if pool.parent_addr in self.pfs_in_use:
             return []
         picked = []
@@ -268,7 +327,17 @@ class _PlanState:
         self._record(pool, picked)
         return picked
 
+    def _take_count(self, pool, wanted):
+        n = min(wanted, pool.count - self.taken[pool.key])
+        if pool.counter is not None:
+            n = min(n, self.counters_left[pool.counter] // pool.cost)
+            self.counters_left[pool.counter] -= n * pool.cost
+        self.taken[pool.key] += n
+        return [pool] * n
+
     def _record(self, pool, picked):
+        if self.allowed is not None:
+            self.allowed[pool.resource] -= len(picked)
         for device in picked:
             self.chosen.add(device.address)
             self.pfs_in_use.add(device.address if pool.parent_addr is None else pool.parent_addr)

@@ -107,6 +107,29 @@ scheduler_opts = [
         min=1,
         help="Hosts to try for one instance before it goes to ERROR.",
     ),
+    cfg.StrOpt(
+        "claim_mode",
+        default="allocations",
+        choices=[
+            ("allocations", "the scheduler allocates capacity on the node it chooses"),
+            (
+                "legacy",
+                "the scheduler chooses from published free pools; the compute's "
+                "claim decides (kept to measure against)",
+            ),
+        ],
+        help="How capacity is claimed when an instance is scheduled.",
+    ),
+]
+
+filter_scheduler_opts = [
+    cfg.IntOpt(
+        "host_subset_size",
+        default=3,
+        min=1,
+        help="Choose the node at random among this many of the best that fit, so that "
+        "concurrent requests seldom choose the same one.",
+    ),
 ]
 
 conductor_opts = [
@@ -151,6 +174,7 @@ def register_opts(conf=CONF):
     conf.register_opts(trace_opts)
     conf.register_opts(compute_opts, group="compute")
     conf.register_opts(scheduler_opts, group="scheduler")
+    conf.register_opts(filter_scheduler_opts, group="filter_scheduler")
     conf.register_opts(api_opts, group="api")
     conf.register_opts(conductor_opts, group="conductor")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")

@@ -226,3 +226,10 @@ class MalformedObjectCall(Invalid):
 
 class InvalidPciDeviceReport(InvalidInput):
     msg_fmt = "Invalid PCI device report %(entry)s: %(reason)s"
+
+
+class ComputeNodeGenerationConflict(Conflict):
+    msg_fmt = (
+        "Compute node %(node_id)s changed since generation %(generation)s was read: "
+        "another allocation or an inventory change came first."
+    )

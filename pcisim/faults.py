@@ -23,6 +23,10 @@ The points:
 ``between_claim_and_allocate``
     (compute, build_and_run_instance) devices are claimed, not yet allocated.
     Details: ``instance``.
+``before_allocation_claim``
+    (conductor, scheduler) a node is chosen from what was read of it, its allocation
+    not written yet: another boot allocating there now makes this one's
+    compare-and-swap fail. Details: ``instance``, ``node_id``.
 """
 
 import contextlib
@@ -33,6 +37,7 @@ BEFORE_TRACKER_SAVE = "before_tracker_save"
 AFTER_TRACKER_SAVE = "after_tracker_save"
 BEFORE_PERIODIC = "before_periodic"
 BETWEEN_CLAIM_AND_ALLOCATE = "between_claim_and_allocate"
+BEFORE_ALLOCATION_CLAIM = "before_allocation_claim"
 POINTS = frozenset(
     {
         AFTER_SOFT_DELETE,
@@ -40,6 +45,7 @@ POINTS = frozenset(
         AFTER_TRACKER_SAVE,
         BEFORE_PERIODIC,
         BETWEEN_CLAIM_AND_ALLOCATE,
+        BEFORE_ALLOCATION_CLAIM,
     }
 )
 

@@ -21,7 +21,7 @@ from pcisim.objects.instance import Instance
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
-from tests import backends
+from tests import backends, config_overrides
 from tests.functional import flows
 
 SPECS = DeviceSpecList.from_config(['{"vendor_id": "8086"}', '{"vendor_id": "10de"}'])
@@ -170,14 +170,31 @@ def _all_pools(plane):
     return {node.host: flows.pools(plane, node.host, node.hypervisor_hostname) for node in nodes}
 
 
-def test_a_request_only_the_claim_finds_too_large_ends_in_error_and_leaks_nothing(start, caplog):
-    # NOTE: published pools count PFs and VFs apart, so the scheduler believes that one
-    # PF and four VFs fit on nic-node, whose four VFs belong to its one PF; the claim
-    # there refuses them, and no other node has any.
+def test_a_pf_with_its_own_vfs_is_refused_by_the_scheduler_without_a_claim(start, caplog):
+    # NOTE: nic-node's PF and its four VFs draw on one counter: the scheduler knows
+    # that one PF and four VFs cannot be had together there.
+    caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
+    plane = start({**ONE_NIC, "gpu-host": "gpu-node=gpus=2"})
+
+    instance_uuid, state = flows.boot(plane, "pf:1,vf:4")
+
+    assert state == "error"
+    assert "No valid host" in _fault_messages(plane, instance_uuid)[0]
+    assert not [r for r in caplog.records if r.getMessage().startswith("Claim of")]
+    assert flows.held_devices() == []
+
+
+def test_a_request_only_the_claim_finds_too_large_ends_in_error_and_leaks_nothing(
+    start, caplog, config
+):
+    # NOTE: in the legacy mode published pools count PFs and VFs apart, so the
+    # scheduler believes that one PF and four VFs fit on nic-node, whose four VFs
+    # belong to its one PF; the claim there refuses them, and no other node has any.
     caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
     plane = start({**ONE_NIC, "gpu-host": "gpu-node=gpus=2"})
     pools = _all_pools(plane)
-    instance_uuid, state = flows.boot(plane, "pf:1,vf:4")
+    with config_overrides.overridden(config, {("claim_mode", "scheduler"): "legacy"}):
+        instance_uuid, state = flows.boot(plane, "pf:1,vf:4")
     claims = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Claim of")]
     assert claims, "the request must reach a claim for this test to mean anything"
     assert state == "error"
@@ -277,14 +294,9 @@ def test_a_device_unplugged_while_allocated_is_never_handed_out_again(start):
 # ----------------------------------------------------------- reschedule, restart
 
 
-def test_a_claim_refused_on_the_chosen_node_is_rescheduled_to_another_node(start, caplog):
-    # NOTE: the first build's claim is held before the tracker saves it, so the
-    # published pools still show big-node's only GPU free when the second is scheduled
-    # (big-node has the most free memory); its claim there is refused.
-    caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
-    plane = start(
-        {"big-host": "big-node=gpus=1,memory_mb=262144", "small-host": "small-node=gpus=1"}
-    )
+def _second_boot_while_the_first_claim_is_held(plane):
+    """Boot two one-GPU servers, the second while the first's claim on big-node is held
+    before the tracker saves it; returns them once both flows ended."""
     held, release = threading.Event(), threading.Event()
 
     def hold_the_first_claim(node):
@@ -299,10 +311,36 @@ def test_a_claim_refused_on_the_chosen_node_is_rescheduled_to_another_node(start
             second = plane.api.create(plane.context, "second", pci_requests="gpu:1")
         finally:
             release.set()
-        states = plane.wait_for(first.uuid), plane.wait_for(second.uuid)
-    assert states == ("active", "active")
+        assert (plane.wait_for(first.uuid), plane.wait_for(second.uuid)) == ("active", "active")
+    return first, second
+
+
+BIG_AND_SMALL = {"big-host": "big-node=gpus=1,memory_mb=262144", "small-host": "small-node=gpus=1"}
+
+
+def test_a_claim_refused_on_the_chosen_node_is_rescheduled_to_another_node(start, caplog, config):
+    # NOTE: in the legacy mode, the published pools still show big-node's only GPU free
+    # when the second is scheduled (big-node has the most free memory); its claim there
+    # is refused.
+    caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
+    plane = start(BIG_AND_SMALL)
+
+    with config_overrides.overridden(config, {("claim_mode", "scheduler"): "legacy"}):
+        _, second = _second_boot_while_the_first_claim_is_held(plane)
+
     assert Instance.get_by_uuid(plane.context, second.uuid).host == "small-host"
     assert any(f"Claim of {second.uuid} on big-host" in r.getMessage() for r in caplog.records)
+
+
+def test_a_node_allocated_but_not_yet_claimed_on_is_not_chosen_again(start, caplog, config):
+    caplog.set_level(logging.INFO, logger="pcisim.compute.manager")
+    plane = start(BIG_AND_SMALL)
+
+    with config_overrides.overridden(config, {("host_subset_size", "filter_scheduler"): 1}):
+        _, second = _second_boot_while_the_first_claim_is_held(plane)
+
+    assert Instance.get_by_uuid(plane.context, second.uuid).host == "small-host"
+    assert not any(f"Claim of {second.uuid}" in r.getMessage() for r in caplog.records)
 
 
 def test_a_restarted_compute_finishes_a_delete_its_crash_interrupted(start):

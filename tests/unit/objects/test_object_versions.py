@@ -18,8 +18,8 @@ objects.register_all()
 # When a test below fails, bump the object's VERSION, note the change in its version
 # log, handle the old version in obj_make_compatible, and update the hash here.
 EXPECTED_FINGERPRINTS = {
-    "ComputeNode": "1.1-386f1655e4b6fea78920bdd5d2cfd55a",
-    "ComputeNodeList": "1.1-2869e5881bb3692cefc9723beaeb30f7",
+    "ComputeNode": "1.2-a91c707e96de138232788debe934cd05",
+    "ComputeNodeList": "1.2-2869e5881bb3692cefc9723beaeb30f7",
     "Instance": "1.2-e1508aedd5d903a262694f638c8c8773",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
     "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
@@ -28,14 +28,14 @@ EXPECTED_FINGERPRINTS = {
     "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
     "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
     "PciDeviceList": "1.3-c7489e5d90ddac7055879a8a333a383a",
-    "PciDevicePool": "1.0-74e44980679c0b24ab5541d1f80aab35",
-    "PciDevicePoolList": "1.0-15ecf022a68ddbb8c2a6739cfc9f8f5e",
+    "PciDevicePool": "1.1-4fa186d420b23db52de78367db5f81c3",
+    "PciDevicePoolList": "1.1-15ecf022a68ddbb8c2a6739cfc9f8f5e",
     "Service": "1.0-0aac58ac5d9d5bf7f5347d65f007b84f",
     "ServiceList": "1.0-fbe86160e8f7fabad7c6bb2c27913a4e",
 }
 
 EXPECTED_DEPENDENCIES = {
-    "ComputeNode": {"PciDevicePoolList": "1.0"},
+    "ComputeNode": {"PciDevicePoolList": "1.1"},
     "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.3"},
 }
 

@@ -57,14 +57,15 @@ def _request(spec, count=1, numa_policy=None):
 
 
 def _pool_counts(stats):
-    return sorted((p.dev_type, p.parent_addr, p.count) for p in stats.pools())
+    return sorted((p.dev_type, p.group, p.count) for p in stats.pools())
 
 
-def test_vfs_are_pooled_per_parent_and_pfs_together():
+def test_vfs_are_pooled_per_parent_and_each_pf_alone():
     stats = PciDeviceStats()
     _sriov(stats)
     assert _pool_counts(stats) == [
-        ("type-PF", None, 2),
+        ("type-PF", "0000:10:00.0", 1),
+        ("type-PF", "0000:11:00.0", 1),
         ("type-VF", "0000:10:00.0", 4),
         ("type-VF", "0000:11:00.0", 4),
     ]

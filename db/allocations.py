@@ -1,0 +1,193 @@
+"""Allocations: what each instance holds of a node, written when the scheduler chooses it.
+
+A node's free capacity, as the scheduler sees it, is its inventory (the node's columns
+and its PCI inventory) less the sum of the allocations on it. Every change of either
+bumps the node's ``generation``; an allocation is written only by a compare-and-swap
+on the generation the scheduler read (``claim``), so two schedulers that chose the same
+node from the same view never both write: the second gets
+``ComputeNodeGenerationConflict``, reads again and chooses again.
+
+SQLAlchemy Core throughout: these run for every boot and delete, on indexed columns.
+"""
+
+import collections
+
+import sqlalchemy as sa
+from oslo_utils import timeutils
+
+from pcisim import exception
+from pcisim.db import models
+from pcisim.db.engine import reader, writer
+
+NODES = models.ComputeNode.__table__
+ALLOCATIONS = models.Allocation.__table__
+INSTANCES = models.Instance.__table__
+STATE_COLUMNS = (
+    NODES.c.id,
+    NODES.c.host,
+    NODES.c.hypervisor_hostname,
+    NODES.c.generation,
+    NODES.c.vcpus,
+    NODES.c.memory_mb,
+    NODES.c.local_gb,
+    NODES.c.pci_inventory,
+)
+ERROR = "error"
+
+
+@reader
+def host_states(context, node_ids=None):
+    """The live nodes (``node_ids`` of them, or all) as the scheduler needs them, and
+    their usage: ([row], {node id: {resource: used}})."""
+    nodes = sa.select(*STATE_COLUMNS).where(NODES.c.deleted == 0).order_by(NODES.c.id)
+    usage = sa.select(
+        ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource, sa.func.sum(ALLOCATIONS.c.used)
+    ).group_by(ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource)
+    if node_ids is not None:
+        nodes = nodes.where(NODES.c.id.in_(node_ids))
+        usage = usage.where(ALLOCATIONS.c.compute_node_id.in_(node_ids))
+    connection = context.session.connection()
+    used = collections.defaultdict(dict)
+    for node_id, resource, amount in connection.execute(usage):
+        used[node_id][resource] = int(amount)
+    return list(connection.execute(nodes)), used
+
+
+@writer
+def claim(context, node_id, generation, consumer_uuid, resources):
+    """Allocate ``resources`` ({resource: used}) of node ``node_id`` to the consumer,
+    if the node is still at ``generation``; returns the node's new generation.
+
+    Raises ``ComputeNodeGenerationConflict`` (and writes nothing) when the node's
+    inventory or allocations changed since that generation was read, or the node went.
+    """
+    connection = context.session.connection()
+    swapped = connection.execute(
+        NODES.update()
+        .where(NODES.c.id == node_id, NODES.c.generation == generation, NODES.c.deleted == 0)
+        .values(generation=generation + 1)
+    )
+    if swapped.rowcount != 1:
+        raise exception.ComputeNodeGenerationConflict(node_id=node_id, generation=generation)
+    _insert(connection, node_id, {consumer_uuid: resources})
+    return generation + 1
+
+
+@writer
+def release(context, consumer_uuid):
+    """Remove every allocation of the consumer; returns how many rows went."""
+    return release_in(context.session.connection(), consumer_uuid)
+
+
+def release_in(connection, consumer_uuid):
+    """``release`` inside the caller's transaction, on its ``connection``."""
+    node_ids = list(
+        connection.scalars(
+            sa.select(ALLOCATIONS.c.compute_node_id)
+            .where(ALLOCATIONS.c.consumer_uuid == consumer_uuid)
+            .distinct()
+        )
+    )
+    if not node_ids:
+        return 0
+    removed = connection.execute(
+        ALLOCATIONS.delete().where(ALLOCATIONS.c.consumer_uuid == consumer_uuid)
+    ).rowcount
+    _bump(connection, node_ids)
+    return removed
+
+
+def remove_on_node(connection, node_id):
+    """Remove every allocation on a node (that goes), in the caller's transaction."""
+    connection.execute(ALLOCATIONS.delete().where(ALLOCATIONS.c.compute_node_id == node_id))
+
+
+@reader
+def get_by_consumer(context, consumer_uuid):
+    """{node id: {resource: used}} of the consumer's allocations."""
+    query = sa.select(
+        ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource, ALLOCATIONS.c.used
+    ).where(ALLOCATIONS.c.consumer_uuid == consumer_uuid)
+    found = collections.defaultdict(dict)
+    for node_id, resource, used in context.session.connection().execute(query):
+        found[node_id][resource] = used
+    return dict(found)
+
+
+@writer
+def heal(context, node_id, held):
+    """Make node ``node_id``'s allocations agree with what its compute holds.
+
+    ``held``: {instance uuid: {resource: used}}. Returns {"added": [uuid], "removed":
+    [uuid]}: allocations added for held instances that had none, removed for consumers
+    that are not live, non-ERROR instances on this node. Raises
+    ``ComputeNodeNotFound`` for a node that is gone.
+    """
+    connection = context.session.connection()
+    node = connection.execute(
+        sa.select(NODES.c.host, NODES.c.hypervisor_hostname).where(
+            NODES.c.id == node_id, NODES.c.deleted == 0
+        )
+    ).one_or_none()
+    if node is None:
+        raise exception.ComputeNodeNotFound(node_id=node_id)
+    allocated = set(
+        connection.scalars(
+            sa.select(ALLOCATIONS.c.consumer_uuid)
+            .where(ALLOCATIONS.c.compute_node_id == node_id)
+            .distinct()
+        )
+    )
+    live = _live_instances_on(connection, node, allocated | set(held))
+    removed = sorted(allocated - live)
+    added = sorted(set(held) & live - allocated)
+    if removed:
+        connection.execute(
+            ALLOCATIONS.delete().where(
+                ALLOCATIONS.c.compute_node_id == node_id,
+                ALLOCATIONS.c.consumer_uuid.in_(removed),
+            )
+        )
+    _insert(connection, node_id, {uuid: held[uuid] for uuid in added})
+    if removed or added:
+        _bump(connection, [node_id])
+    return {"added": added, "removed": removed}
+
+
+def _live_instances_on(connection, node, uuids):
+    if not uuids:
+        return set()
+    query = sa.select(INSTANCES.c.uuid).where(
+        INSTANCES.c.uuid.in_(sorted(uuids)),
+        INSTANCES.c.deleted == 0,
+        INSTANCES.c.host == node.host,
+        INSTANCES.c.node == node.hypervisor_hostname,
+        sa.or_(INSTANCES.c.vm_state.is_(None), INSTANCES.c.vm_state != ERROR),
+    )
+    return set(connection.scalars(query))
+
+
+def _insert(connection, node_id, allocations):
+    """Insert {consumer: {resource: used}} on the node; nothing for zero amounts."""
+    now = timeutils.utcnow()
+    rows = [
+        {
+            "compute_node_id": node_id,
+            "consumer_uuid": consumer,
+            "resource": resource,
+            "used": used,
+            "created_at": now,
+            "deleted": 0,
+        }
+        for consumer, resources in allocations.items()
+        for resource, used in sorted(resources.items())
+        if used
+    ]
+    if rows:
+        connection.execute(ALLOCATIONS.insert(), rows)
+
+
+def _bump(connection, node_ids):
+    connection.execute(
+        NODES.update().where(NODES.c.id.in_(node_ids)).values(generation=NODES.c.generation + 1)
+    )
