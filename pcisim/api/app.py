@@ -1,8 +1,10 @@
 """The HTTP API as a WSGI application: one route table, thin handlers, JSON errors.
 
-Handlers take ``(api, context, **path_values)`` and return ``(body, status)`` or a
-body; they read through objects and act through the compute API, so this process
-needs no database: every call goes to the conductor.
+Handlers take ``(api, context, **path_values)``, and the request's ``body`` and
+``query`` where they declare their schemas (``validation``), checked before the handler
+runs; they return ``(body, status)`` or a body. They read through objects and act
+through the compute API, so this process needs no database: every call goes to the
+conductor.
 """
 
 import dataclasses
@@ -15,7 +17,7 @@ from werkzeug import exceptions as http_exceptions
 
 from pcisim import context as pcisim_context
 from pcisim import trace
-from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers
+from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers, validation
 
 LOG = logging.getLogger(__name__)
 ACTOR = "api"
@@ -130,10 +132,13 @@ def _teardown_request(error):
 
 
 def _endpoint(api, handler):
+    declaration = validation.declared(handler)
+
     def endpoint(**values):
         values = {
             name: str(value) if name == "server_id" else value for name, value in values.items()
         }
+        values.update(validation.request_arguments(declaration, flask.request))
         result = handler(api, flask.g.context, **values)
         body, status = result if isinstance(result, tuple) else (result, 200)
         return ("", status) if body is None else (flask.jsonify(body), status)

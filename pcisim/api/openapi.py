@@ -1,6 +1,7 @@
-"""The OpenAPI 3 document of the HTTP API, built from the route table and the schemas."""
+"""The OpenAPI 3 document of the HTTP API, built from the route table and what each
+route's handler declares (``validation``)."""
 
-from pcisim.api import schemas
+from pcisim.api import schemas, validation
 
 ERROR = {
     "type": "object",
@@ -49,6 +50,7 @@ def document(routes, auth_header=None):
 
 
 def _operation(path, method, handler):
+    declaration = validation.declared(handler)
     operation = {
         "operationId": handler.__name__,
         "summary": (handler.__doc__ or handler.__name__.replace("_", " ")).splitlines()[0],
@@ -64,21 +66,26 @@ def _operation(path, method, handler):
         for name, schema in PATH_PARAMETERS.items()
         if f":{name}>" in path
     ]
-    if handler.__name__ == "list_pci_devices":
-        parameters += [
-            {"name": name, "in": "query", "required": False, "schema": schema}
-            for name, schema in schemas.PCI_DEVICE_FILTERS.items()
-        ]
+    if declaration.query_schema is not None:
+        parameters += _query_parameters(declaration.query_schema)
     if parameters:
         operation["parameters"] = parameters
-    if method == "POST":
+    if declaration.request_body_schema is not None:
         operation["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": schemas.SERVER_CREATE}},
+            "content": {"application/json": {"schema": declaration.request_body_schema}},
         }
         operation["responses"]["413"] = _error_response("body over 1 MiB")
         operation["responses"]["415"] = _error_response("body not application/json")
     return operation
+
+
+def _query_parameters(query_schema):
+    required = set(query_schema.get("required", ()))
+    return [
+        {"name": name, "in": "query", "required": name in required, "schema": schema}
+        for name, schema in query_schema["properties"].items()
+    ]
 
 
 def _error_response(description):

@@ -1,9 +1,7 @@
 """/servers: create, list, show and delete servers (instances) with PCI devices."""
 
-import flask
-
 from pcisim import exception
-from pcisim.api import schemas, views
+from pcisim.api import schemas, validation, views
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci import request as pci_request
@@ -35,9 +33,8 @@ def view(instance, fault=None, devices=None):
     return server
 
 
-def create_server(api, context):
-    body = schemas.json_body(flask.request)
-    schemas.validate(body, schemas.SERVER_CREATE, "body")
+@validation.schema(schemas.SERVER_CREATE)
+def create_server(api, context, body):
     spec = body["server"]
     _check_counts(api, spec.get("pci_requests"))
     instance = api.compute.create(
