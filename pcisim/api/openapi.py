@@ -16,8 +16,8 @@ ERROR = {
 }
 PATH_PARAMETERS = {
     "server_id": {"type": "string", "format": "uuid"},
-    "node_id": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_ID},
-    "device_id": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_ID},
+    "node_id": schemas.ID,
+    "device_id": schemas.ID,
 }
 SUCCESS = {"POST": "202", "DELETE": "204"}
 

@@ -1,4 +1,4 @@
-"""/pci-devices: every tracked PCI device, filtered by host, status, type or server."""
+"""/pci-devices: every tracked PCI device, filtered by host, status, type, server or node."""
 
 from pcisim import exception
 from pcisim.api import schemas, validation, views

@@ -6,6 +6,7 @@ MAX_BODY_BYTES = 1024 * 1024
 NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[^\x00-\x1f\x7f-\x9f]*$"}
 MAX_PCI_COUNT = 64
 MAX_ID = 2**31 - 1  # NOTE: ids are 32-bit integer columns
+ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
 ALIAS_REQUEST = {
     "type": "object",
     "properties": {
@@ -65,6 +66,7 @@ PCI_DEVICE_QUERY = {
         },
         "dev_type": {"type": "string", "enum": ["type-PCI", "type-PF", "type-VF", "vdpa"]},
         "server": {"type": "string", "format": "uuid", "minLength": 36, "maxLength": 36},
+        "compute_node_id": ID,
     },
     "additionalProperties": False,
 }

@@ -16,12 +16,16 @@ the OpenAPI document describes them. Nothing here knows a route or a handler.
 
 import dataclasses
 import json
+import re
 
 import jsonschema
 
 from pcisim.api import errors
 
 _ATTRIBUTE = "_pcisim_api_declaration"
+# NOTE: bounded, as Python refuses to parse an integer of over 4300 digits; a longer
+# one stays text and is refused as not an integer.
+_INTEGER = re.compile(r"-?[0-9]{1,64}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +73,7 @@ def request_arguments(declaration, request):
         arguments["body"] = json_body(request)
         validate(arguments["body"], declaration.request_body_schema, "body")
     if declaration.query_schema is not None:
-        arguments["query"] = query(request)
+        arguments["query"] = query(request, declaration.query_schema)
         validate(arguments["query"], declaration.query_schema, "query")
     return arguments
 
@@ -106,12 +110,21 @@ def _unique_keys(pairs):
     return mapping
 
 
-def query(request):
-    """The query string as a mapping of one value per name: 400 for a name given twice."""
+def query(request, query_schema):
+    """The query string as a mapping of one value per name: 400 for a name given twice.
+
+    A query value is text; where ``query_schema`` declares a name an integer, a value
+    of decimal digits becomes one. Any other value stays text, for the schema to refuse.
+    """
     repeated = sorted(name for name, values in request.args.lists() if len(values) > 1)
     if repeated:
         raise errors.ApiError(400, "request.invalid", f"query parameter(s) {repeated} given twice")
-    return request.args.to_dict(flat=True)
+    properties = query_schema.get("properties", {})
+    return {name: _typed(value, properties.get(name, {})) for name, value in request.args.items()}
+
+
+def _typed(value, schema):
+    return int(value) if schema.get("type") == "integer" and _INTEGER.fullmatch(value) else value
 
 
 def validate(instance, schema, what):
