@@ -1,4 +1,4 @@
-"""The OpenAPI 3 document of the HTTP API, built from the route table and what each
+"""The OpenAPI 3.1 document of the HTTP API, built from the route table and what each
 route's handler declares (``validation``)."""
 
 from pcisim.api import schemas, validation
@@ -33,7 +33,7 @@ def document(routes, auth_header=None):
             operation["responses"]["401"] = _error_response(f"missing or wrong {auth_header}")
         paths.setdefault(openapi_path, {})[method.lower()] = operation
     document = {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "pcisim",
             "version": "1.0",
