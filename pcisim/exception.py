@@ -226,3 +226,10 @@ class MalformedObjectCall(Invalid):
 
 class InvalidPciDeviceReport(InvalidInput):
     msg_fmt = "Invalid PCI device report %(entry)s: %(reason)s"
+
+
+class UndeclaredResponse(PcisimException):
+    msg_fmt = (
+        "API handler %(handler)s declares no response: decorate it with "
+        "validation.response_body_schema."
+    )

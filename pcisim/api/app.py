@@ -2,9 +2,9 @@
 
 Handlers take ``(api, context, **path_values)``, and the request's ``body`` and
 ``query`` where they declare their schemas (``validation``), checked before the handler
-runs; they return ``(body, status)`` or a body. They read through objects and act
-through the compute API, so this process needs no database: every call goes to the
-conductor.
+runs; they return the body of the response they declare, answered with its status.
+They read through objects and act through the compute API, so this process needs no
+database: every call goes to the conductor.
 """
 
 import dataclasses
@@ -139,8 +139,8 @@ def _endpoint(api, handler):
             name: str(value) if name == "server_id" else value for name, value in values.items()
         }
         values.update(validation.request_arguments(declaration, flask.request))
-        result = handler(api, flask.g.context, **values)
-        body, status = result if isinstance(result, tuple) else (result, 200)
+        body = handler(api, flask.g.context, **values)
+        status = declaration.response.status
         return ("", status) if body is None else (flask.jsonify(body), status)
 
     return endpoint

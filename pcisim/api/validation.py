@@ -3,15 +3,18 @@
 A handler declares with decorators, in the shape Nova's API uses::
 
     @validation.schema(schemas.SERVER_CREATE)
+    @validation.response_body_schema(schemas.SERVER_SHOW, status=202)
     def create_server(api, context, body): ...
 
     @validation.query_schema(schemas.PCI_DEVICE_QUERY)
+    @validation.response_body_schema(schemas.PCI_DEVICE_LIST)
     def list_pci_devices(api, context, query): ...
 
 The decorators only record the schemas on the handler (it is returned unwrapped, so
 it stays callable as written); whoever serves the handler reads them with
-``declared``: the app checks each request against them before the handler runs, and
-the OpenAPI document describes them. Nothing here knows a route or a handler.
+``declared``: the app checks each request against them before the handler runs and
+answers with the declared status, the OpenAPI document describes them, and the tests
+check that responses conform. Nothing here knows a route or a handler.
 """
 
 import dataclasses
@@ -20,6 +23,7 @@ import re
 
 import jsonschema
 
+from pcisim import exception
 from pcisim.api import errors
 
 _ATTRIBUTE = "_pcisim_api_declaration"
@@ -29,11 +33,21 @@ _INTEGER = re.compile(r"-?[0-9]{1,64}")
 
 
 @dataclasses.dataclass(frozen=True)
+class Response:
+    """What a handler answers when it succeeds: a status, and a body of ``body_schema``
+    (None: no body)."""
+
+    status: int
+    body_schema: dict | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Declaration:
     """The schemas a handler declares; None where it declares none."""
 
     request_body_schema: dict | None = None
     query_schema: dict | None = None
+    response: Response | None = None
 
 
 def schema(request_body_schema):
@@ -49,17 +63,28 @@ def query_schema(query_schema):
     return _declaring(query_schema=query_schema)
 
 
-def _declaring(**schemas):
+def response_body_schema(response_body_schema, status=200):
+    """Declare the status the handler answers when it succeeds, and the JSON schema of
+    the body it then returns (None: it returns None, and the response has no body)."""
+    return _declaring(response=Response(status, response_body_schema))
+
+
+def _declaring(**declared):
     def declare(handler):
-        setattr(handler, _ATTRIBUTE, dataclasses.replace(declared(handler), **schemas))
+        declaration = getattr(handler, _ATTRIBUTE, Declaration())
+        setattr(handler, _ATTRIBUTE, dataclasses.replace(declaration, **declared))
         return handler
 
     return declare
 
 
 def declared(handler):
-    """What ``handler`` declares."""
-    return getattr(handler, _ATTRIBUTE, Declaration())
+    """What ``handler`` declares. Every handler served declares its response: without
+    it, ``UndeclaredResponse``, since no one could say what the handler answers."""
+    declaration = getattr(handler, _ATTRIBUTE, Declaration())
+    if declaration.response is None:
+        raise exception.UndeclaredResponse(handler=handler.__qualname__)
+    return declaration
 
 
 def request_arguments(declaration, request):
