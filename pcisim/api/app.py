@@ -150,11 +150,18 @@ def _error_response(error):
     if isinstance(error, errors.ApiError):
         return flask.jsonify(errors.body(error.code, error.message)), error.status
     if isinstance(error, http_exceptions.HTTPException):
-        code = f"http.{error.code}"
-        return flask.jsonify(errors.body(code, error.description)), error.code
+        return _http_error(error)
     mapped = errors.for_exception(error)
     if mapped is not None:
         status, body = mapped
         return flask.jsonify(body), status
     LOG.exception("Unexpected error serving %s %s", flask.request.method, flask.request.path)
     return flask.jsonify(errors.body("internal", "An unexpected error occurred.")), 500
+
+
+def _http_error(error):
+    """werkzeug's error as a JSON one, with the headers it carries but its content type
+    (a 405 names the methods allowed in ``Allow``, as RFC 9110 requires)."""
+    headers = [(name, value) for name, value in error.get_headers() if name != "Content-Type"]
+    body = errors.body(f"http.{error.code}", error.description)
+    return flask.jsonify(body), error.code, headers

@@ -121,7 +121,9 @@ def test_an_unknown_server_is_a_404(client):
 
 def test_an_unknown_route_and_method_are_json_errors(client):
     assert client.get("/nowhere").json["error"]["code"] == "http.404"
-    assert client.put("/servers").status_code == 405
+    response = client.put("/servers")
+    assert (response.status_code, response.json["error"]["code"]) == (405, "http.405")
+    assert set(response.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS", "POST"}
 
 
 def test_hypervisors_show_usage_and_pci_pools(client):
