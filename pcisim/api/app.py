@@ -10,6 +10,7 @@ database: every call goes to the conductor.
 import dataclasses
 import hmac
 import time
+import uuid
 
 import flask
 from oslo_log import log as logging
@@ -136,7 +137,8 @@ def _endpoint(api, handler):
 
     def endpoint(**values):
         values = {
-            name: str(value) if name == "server_id" else value for name, value in values.items()
+            name: str(value) if isinstance(value, uuid.UUID) else value
+            for name, value in values.items()
         }
         values.update(validation.request_arguments(declaration, flask.request))
         body = handler(api, flask.g.context, **values)

@@ -91,19 +91,20 @@ def request_arguments(declaration, request):
     """The keyword arguments a handler gets for ``request``, checked against its
     ``declaration``: ``body`` and ``query`` where it declares their schemas.
 
-    Raises an ``errors.ApiError`` (400, 415) naming what is wrong.
+    Raises an ``errors.ApiError`` (400, 415) naming what is wrong; reading a body over
+    the app's ``MAX_CONTENT_LENGTH`` raises werkzeug's 413.
     """
     arguments = {}
     if declaration.request_body_schema is not None:
-        arguments["body"] = json_body(request)
-        validate(arguments["body"], declaration.request_body_schema, "body")
+        arguments["body"] = _json_body(request)
+        _validate(arguments["body"], declaration.request_body_schema, "body")
     if declaration.query_schema is not None:
-        arguments["query"] = query(request, declaration.query_schema)
-        validate(arguments["query"], declaration.query_schema, "query")
+        arguments["query"] = _query(request, declaration.query_schema)
+        _validate(arguments["query"], declaration.query_schema, "query")
     return arguments
 
 
-def json_body(request):
+def _json_body(request):
     """The request's body, decoded: 400 when there is none or it is not valid JSON (or
     gives a key twice), 415 when it is not declared ``application/json``."""
     data = request.get_data(cache=True)
@@ -135,7 +136,7 @@ def _unique_keys(pairs):
     return mapping
 
 
-def query(request, query_schema):
+def _query(request, query_schema):
     """The query string as a mapping of one value per name: 400 for a name given twice.
 
     A query value is text; where ``query_schema`` declares a name an integer, a value
@@ -152,7 +153,7 @@ def _typed(value, schema):
     return int(value) if schema.get("type") == "integer" and _INTEGER.fullmatch(value) else value
 
 
-def validate(instance, schema, what):
+def _validate(instance, schema, what):
     """Raise a 400 ``ApiError`` naming the first thing wrong with ``instance``."""
     validator = jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
