@@ -13,6 +13,7 @@ NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[^\x00
 MAX_PCI_COUNT = 64
 MAX_ID = 2**31 - 1  # NOTE: ids are 32-bit integer columns
 ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
+UUID = {"type": "string", "format": "uuid"}
 PCI_DEVICE_STATUS = {
     "type": "string",
     "enum": [
@@ -76,7 +77,7 @@ PCI_DEVICE_QUERY = {
         "host": NAME,
         "status": PCI_DEVICE_STATUS,
         "dev_type": PCI_DEVICE_TYPE,
-        "server": {"type": "string", "format": "uuid", "minLength": 36, "maxLength": 36},
+        "server": {**UUID, "minLength": 36, "maxLength": 36},
         "compute_node_id": ID,
     },
     "additionalProperties": False,
@@ -104,7 +105,6 @@ def _nullable(type_, **keywords):
 
 
 STRING, INTEGER = {"type": "string"}, {"type": "integer"}
-UUID = {"type": "string", "format": "uuid"}
 TIME = _nullable("string", format="date-time")
 PCI_DEVICE = _object(
     {
