@@ -20,16 +20,9 @@ from pcisim.db import engine
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
 from tests import backends
+from tests.functional import api_server
 
-# NOTE: every check schemathesis has but positive_data_acceptance: the document cannot
-# say which PCI aliases are configured, so a schema-valid request for one that is not
-# is rightly refused (400).
-NOT_APPLICABLE = [schemathesis.checks.positive_data_acceptance]
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
-ALIASES = [
-    '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
-    '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
-]
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +34,8 @@ def plane(tmp_path_factory):
     reset = engine.context_manager.patch_factory(scratch.manager)
     node = "node1=gpus=2,pfs=1,vfs_per_pf=2,numa_nodes=2"
     drivers = {"host1": SimulatedDriver.from_config([node])}
-    specs = DeviceSpecList.from_config(['{"vendor_id": "10de"}', '{"vendor_id": "8086"}'])
-    with testing.ControlPlane(drivers, specs, parse_aliases(ALIASES)) as running:
+    specs = DeviceSpecList.from_config(api_server.SPECS)
+    with testing.ControlPlane(drivers, specs, parse_aliases(api_server.ALIASES)) as running:
         for pci_requests, state in (("gpu:1", "active"), ("vf:1", "active"), ("gpu:3", "error")):
             assert running.boot(pci_requests=pci_requests)[1] == state
         yield running
@@ -62,7 +55,7 @@ def _operations(schema):
 
 
 def _conforms(case):
-    case.call_and_validate(excluded_checks=NOT_APPLICABLE)
+    case.call_and_validate(excluded_checks=api_server.NOT_APPLICABLE_CHECKS)
 
 
 def _takes_input(operation):
