@@ -233,3 +233,10 @@ class ComputeNodeGenerationConflict(Conflict):
         "Compute node %(node_id)s changed since generation %(generation)s was read: "
         "another allocation or an inventory change came first."
     )
+
+
+class UndeclaredResponse(PcisimException):
+    msg_fmt = (
+        "API handler %(handler)s declares no response: decorate it with "
+        "validation.response_body_schema."
+    )

@@ -1,13 +1,16 @@
 """The HTTP API as a WSGI application: one route table, thin handlers, JSON errors.
 
-Handlers take ``(api, context, **path_values)`` and return ``(body, status)`` or a
-body; they read through objects and act through the compute API, so this process
-needs no database: every call goes to the conductor.
+Handlers take ``(api, context, **path_values)``, and the request's ``body`` and
+``query`` where they declare their schemas (``validation``), checked before the handler
+runs; they return the body of the response they declare, answered with its status.
+They read through objects and act through the compute API, so this process needs no
+database: every call goes to the conductor.
 """
 
 import dataclasses
 import hmac
 import time
+import uuid
 
 import flask
 from oslo_log import log as logging
@@ -15,7 +18,7 @@ from werkzeug import exceptions as http_exceptions
 
 from pcisim import context as pcisim_context
 from pcisim import trace
-from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers
+from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers, validation
 
 LOG = logging.getLogger(__name__)
 ACTOR = "api"
@@ -130,12 +133,16 @@ def _teardown_request(error):
 
 
 def _endpoint(api, handler):
+    declaration = validation.declared(handler)
+
     def endpoint(**values):
         values = {
-            name: str(value) if name == "server_id" else value for name, value in values.items()
+            name: str(value) if isinstance(value, uuid.UUID) else value
+            for name, value in values.items()
         }
-        result = handler(api, flask.g.context, **values)
-        body, status = result if isinstance(result, tuple) else (result, 200)
+        values.update(validation.request_arguments(declaration, flask.request))
+        body = handler(api, flask.g.context, **values)
+        status = declaration.response.status
         return ("", status) if body is None else (flask.jsonify(body), status)
 
     return endpoint
@@ -145,11 +152,18 @@ def _error_response(error):
     if isinstance(error, errors.ApiError):
         return flask.jsonify(errors.body(error.code, error.message)), error.status
     if isinstance(error, http_exceptions.HTTPException):
-        code = f"http.{error.code}"
-        return flask.jsonify(errors.body(code, error.description)), error.code
+        return _http_error(error)
     mapped = errors.for_exception(error)
     if mapped is not None:
         status, body = mapped
         return flask.jsonify(body), status
     LOG.exception("Unexpected error serving %s %s", flask.request.method, flask.request.path)
     return flask.jsonify(errors.body("internal", "An unexpected error occurred.")), 500
+
+
+def _http_error(error):
+    """werkzeug's error as a JSON one, with the headers it carries but its content type
+    (a 405 names the methods allowed in ``Allow``, as RFC 9110 requires)."""
+    headers = [(name, value) for name, value in error.get_headers() if name != "Content-Type"]
+    body = errors.body(f"http.{error.code}", error.description)
+    return flask.jsonify(body), error.code, headers

@@ -1,7 +1,7 @@
 """/hypervisors: compute nodes, their usage, PCI pools and PF/VF trees."""
 
 from pcisim import exception
-from pcisim.api import schemas, views
+from pcisim.api import schemas, validation, views
 from pcisim.objects.compute_node import ComputeNode, ComputeNodeList
 from pcisim.objects.pci_device import PciDeviceList
 
@@ -27,14 +27,17 @@ def view(node):
     }
 
 
+@validation.response_body_schema(schemas.HYPERVISOR_LIST)
 def list_hypervisors(api, context):
     return {"hypervisors": [view(node) for node in ComputeNodeList.get_all(context)]}
 
 
+@validation.response_body_schema(schemas.HYPERVISOR_SHOW)
 def show_hypervisor(api, context, node_id):
     return {"hypervisor": view(_node(context, node_id))}
 
 
+@validation.response_body_schema(schemas.PCI_TREE)
 def pci_tree(api, context, node_id):
     """Each PF with its VFs under it, then devices without a tracked parent."""
     node = _node(context, node_id)

@@ -1,24 +1,15 @@
-"""The OpenAPI 3 document of the HTTP API, built from the route table and the schemas."""
+"""The OpenAPI 3.1 document of the HTTP API, built from the route table and what each
+route's handler declares (``validation``)."""
 
-from pcisim.api import schemas
+import http
+import re
 
-ERROR = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
-            "required": ["code", "message"],
-        }
-    },
-    "required": ["error"],
-}
-PATH_PARAMETERS = {
-    "server_id": {"type": "string", "format": "uuid"},
-    "node_id": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_ID},
-    "device_id": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_ID},
-}
-SUCCESS = {"POST": "202", "DELETE": "204"}
+from pcisim.api import schemas, validation
+
+# NOTE: the values a route's converter lets through that can name something: the int
+# converter takes no sign, and no id is above MAX_ID.
+CONVERTERS = {"int": schemas.ID, "uuid": schemas.UUID}
+PATH_VALUE = re.compile(r"<(\w+):(\w+)>")
 
 
 def document(routes, auth_header=None):
@@ -26,13 +17,13 @@ def document(routes, auth_header=None):
     header (an API key security scheme) and may answer 401."""
     paths = {}
     for path, method, handler in routes:
-        openapi_path = path.replace("<uuid:", "{").replace("<int:", "{").replace(">", "}")
-        operation = _operation(path, method, handler)
+        openapi_path = PATH_VALUE.sub(r"{\2}", path)
+        operation = _operation(path, handler)
         if auth_header:
             operation["responses"]["401"] = _error_response(f"missing or wrong {auth_header}")
         paths.setdefault(openapi_path, {})[method.lower()] = operation
     document = {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "pcisim",
             "version": "1.0",
@@ -48,38 +39,69 @@ def document(routes, auth_header=None):
     return document
 
 
-def _operation(path, method, handler):
+def _operation(path, handler):
+    declaration = validation.declared(handler)
     operation = {
         "operationId": handler.__name__,
         "summary": (handler.__doc__ or handler.__name__.replace("_", " ")).splitlines()[0],
         "responses": {
-            SUCCESS.get(method, "200"): {"description": "success"},
-            "400": _error_response("invalid request"),
-            "404": _error_response("not found"),
-            "409": _error_response("conflict"),
+            **_success_response(declaration.response),
+            **{
+                status: _error_response(description)
+                for status, description in _errors(path, declaration).items()
+            },
         },
     }
-    parameters = [
-        {"name": name, "in": "path", "required": True, "schema": schema}
-        for name, schema in PATH_PARAMETERS.items()
-        if f":{name}>" in path
-    ]
-    if handler.__name__ == "list_pci_devices":
-        parameters += [
-            {"name": name, "in": "query", "required": False, "schema": schema}
-            for name, schema in schemas.PCI_DEVICE_FILTERS.items()
-        ]
+    parameters = _path_parameters(path)
+    if declaration.query_schema is not None:
+        parameters += _query_parameters(declaration.query_schema)
     if parameters:
         operation["parameters"] = parameters
-    if method == "POST":
-        operation["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": schemas.SERVER_CREATE}},
-        }
-        operation["responses"]["413"] = _error_response("body over 1 MiB")
-        operation["responses"]["415"] = _error_response("body not application/json")
+    if declaration.request_body_schema is not None:
+        operation["requestBody"] = {"required": True, **_json(declaration.request_body_schema)}
     return operation
 
 
+def _success_response(response):
+    described = {"description": http.HTTPStatus(response.status).phrase}
+    if response.body_schema is not None:
+        described.update(_json(response.body_schema))
+    return {str(response.status): described}
+
+
+def _errors(path, declaration):
+    """The errors an operation answers, by what it declares: a body or query string
+    can be refused (400), a body also for its size or type (413, 415), and what a path
+    names may not be there (404)."""
+    errors = {}
+    if declaration.request_body_schema is not None or declaration.query_schema is not None:
+        errors["400"] = "invalid request"
+    if _path_parameters(path):
+        errors["404"] = "not found"
+    if declaration.request_body_schema is not None:
+        errors["413"] = "body over 1 MiB"
+        errors["415"] = "body not application/json"
+    return errors
+
+
+def _path_parameters(path):
+    return [
+        {"name": name, "in": "path", "required": True, "schema": CONVERTERS[converter]}
+        for converter, name in PATH_VALUE.findall(path)
+    ]
+
+
+def _query_parameters(query_schema):
+    required = set(query_schema.get("required", ()))
+    return [
+        {"name": name, "in": "query", "required": name in required, "schema": schema}
+        for name, schema in query_schema["properties"].items()
+    ]
+
+
 def _error_response(description):
-    return {"description": description, "content": {"application/json": {"schema": ERROR}}}
+    return {"description": description, **_json(schemas.ERROR)}
+
+
+def _json(schema):
+    return {"content": {"application/json": {"schema": schema}}}

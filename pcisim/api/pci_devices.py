@@ -1,28 +1,21 @@
-"""/pci-devices: every tracked PCI device, filtered by host, status, type or server."""
-
-import flask
+"""/pci-devices: every tracked PCI device, filtered by host, status, type, server or node."""
 
 from pcisim import exception
-from pcisim.api import errors, schemas, views
+from pcisim.api import schemas, validation, views
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
 
 _FILTER_NAMES = {"server": "instance_uuid"}
 
 
-def list_pci_devices(api, context):
-    query = flask.request.args.to_dict(flat=True)
-    unknown = sorted(set(query) - set(schemas.PCI_DEVICE_FILTERS))
-    if unknown:
-        raise errors.ApiError(400, "request.invalid", f"unknown query parameter(s) {unknown}")
-    repeated = sorted(name for name, values in flask.request.args.lists() if len(values) > 1)
-    if repeated:
-        raise errors.ApiError(400, "request.invalid", f"query parameter(s) {repeated} given twice")
-    schemas.validate(query, {"type": "object", "properties": schemas.PCI_DEVICE_FILTERS}, "query")
+@validation.query_schema(schemas.PCI_DEVICE_QUERY)
+@validation.response_body_schema(schemas.PCI_DEVICE_LIST)
+def list_pci_devices(api, context, query):
     filters = {_FILTER_NAMES.get(name, name): value for name, value in query.items()}
     devices = PciDeviceList.get_all(context, filters)
     return {"pci_devices": [views.pci_device(device) for device in devices]}
 
 
+@validation.response_body_schema(schemas.PCI_DEVICE_SHOW)
 def show_pci_device(api, context, device_id):
     if device_id > schemas.MAX_ID:
         raise exception.PciDeviceNotFoundById(id=device_id)

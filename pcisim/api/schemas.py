@@ -1,17 +1,35 @@
-"""JSON schemas of request bodies and query parameters; the OpenAPI document uses them."""
+"""JSON schemas (2020-12) of request bodies, query strings and response bodies, which
+handlers declare (``validation``).
 
-import json
-
-import jsonschema
-
-from pcisim.api import errors
+A response schema says exactly what a view returns: every field required unless the
+view leaves it out, no other field, ``null`` only where the object's field is nullable.
+"""
 
 MAX_BODY_BYTES = 1024 * 1024
 # NOTE: no control characters: a NUL is refused by PostgreSQL, a newline breaks the
-# CLI's tables. (Unpaired surrogates, which no database stores, never pass json_body.)
+# CLI's tables. (Unpaired surrogates, which no database stores, are refused as the body
+# is decoded, before any schema.)
 NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[^\x00-\x1f\x7f-\x9f]*$"}
 MAX_PCI_COUNT = 64
 MAX_ID = 2**31 - 1  # NOTE: ids are 32-bit integer columns
+ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
+UUID = {"type": "string", "format": "uuid"}
+PCI_DEVICE_STATUS = {
+    "type": "string",
+    "enum": [
+        "available",
+        "claimed",
+        "allocated",
+        "removed",
+        "deleted",
+        "unavailable",
+        "unclaimable",
+    ],
+}
+PCI_DEVICE_TYPE = {"type": "string", "enum": ["type-PCI", "type-PF", "type-VF", "vdpa"]}
+
+# ------------------------------------------------------------------------- requests
+
 ALIAS_REQUEST = {
     "type": "object",
     "properties": {
@@ -53,67 +71,108 @@ SERVER_CREATE = {
     "required": ["server"],
     "additionalProperties": False,
 }
-PCI_DEVICE_FILTERS = {
-    "host": NAME,
-    "status": {
-        "type": "string",
-        "enum": [
-            "available",
-            "claimed",
-            "allocated",
-            "removed",
-            "deleted",
-            "unavailable",
-            "unclaimable",
-        ],
+PCI_DEVICE_QUERY = {
+    "type": "object",
+    "properties": {
+        "host": NAME,
+        "status": PCI_DEVICE_STATUS,
+        "dev_type": PCI_DEVICE_TYPE,
+        "server": {**UUID, "minLength": 36, "maxLength": 36},
+        "compute_node_id": ID,
     },
-    "dev_type": {"type": "string", "enum": ["type-PCI", "type-PF", "type-VF", "vdpa"]},
-    "server": {"type": "string", "format": "uuid", "minLength": 36, "maxLength": 36},
+    "additionalProperties": False,
 }
 
-
-def json_body(request):
-    """The request's body, decoded: 400 when there is none or it is not valid JSON (or
-    gives a key twice), 415 when it is not declared ``application/json``."""
-    data = request.get_data(cache=True)
-    if not data:
-        raise errors.ApiError(400, "request.invalid", "body: a JSON object is required")
-    if not request.is_json:
-        raise errors.ApiError(
-            415,
-            "request.unsupported_media_type",
-            f"body: Content-Type {request.mimetype or '(none)'!r} is not application/json",
-        )
-    try:
-        body = json.loads(data, object_pairs_hook=_unique_keys)
-        json.dumps(body, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        reason = "body: not valid Unicode: a \\u escape gives an unpaired surrogate"
-        raise errors.ApiError(400, "request.malformed_json", reason) from None
-    except (ValueError, RecursionError) as error:
-        raise errors.ApiError(400, "request.malformed_json", f"body: not valid JSON: {error}")
-    return body
+# ------------------------------------------------------------------------ responses
 
 
-def _unique_keys(pairs):
-    mapping = {}
-    for key, value in pairs:
-        if key in mapping:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        mapping[key] = value
-    return mapping
+def _object(properties, optional=()):
+    """An object with exactly ``properties``, each always there but the ``optional``."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [name for name in properties if name not in optional],
+        "additionalProperties": False,
+    }
 
 
-def validate(instance, schema, what):
-    """Raise a 400 ``ApiError`` naming the first thing wrong with ``instance``."""
-    validator = jsonschema.Draft202012Validator(
-        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
-    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
-    if error is not None:
-        path = "/".join(map(str, error.absolute_path))
-        where = f"{path}: " if path else ""
-        message = error.message
-        if error.validator == "pattern":
-            message = f"{error.instance!r} holds a control character"
-        raise errors.ApiError(400, "request.invalid", f"{what}: {where}{message}")
+def _list(items):
+    return {"type": "array", "items": items}
+
+
+def _nullable(type_, **keywords):
+    return {"type": [type_, "null"], **keywords}
+
+
+STRING, INTEGER = {"type": "string"}, {"type": "integer"}
+TIME = _nullable("string", format="date-time")
+PCI_DEVICE = _object(
+    {
+        "id": ID,
+        "compute_node_id": ID,
+        "address": STRING,
+        "vendor_id": STRING,
+        "product_id": STRING,
+        "dev_type": PCI_DEVICE_TYPE,
+        "status": PCI_DEVICE_STATUS,
+        "parent_addr": _nullable("string"),
+        "numa_node": _nullable("integer"),
+        "label": STRING,
+        "server": _nullable("string", format="uuid"),
+    }
+)
+_SERVER = {
+    "id": UUID,
+    "name": _nullable("string"),
+    "status": STRING,
+    "task_state": _nullable("string"),
+    "host": _nullable("string"),
+    "node": _nullable("string"),
+    "vcpus": _nullable("integer"),
+    "memory_mb": _nullable("integer"),
+    "root_gb": _nullable("integer"),
+    "created_at": TIME,
+}
+FAULT = _object({"code": INTEGER, "message": _nullable("string"), "created_at": TIME})
+SERVER_DETAIL = _object(
+    {**_SERVER, "fault": FAULT, "pci_devices": _list(PCI_DEVICE)}, optional=("fault",)
+)
+PCI_POOL = _object(
+    {
+        "vendor_id": STRING,
+        "product_id": STRING,
+        "numa_node": _nullable("integer"),
+        "dev_type": PCI_DEVICE_TYPE,
+        "tags": {"type": "object", "additionalProperties": _nullable("string")},
+        "count": {"type": "integer", "minimum": 0},
+    }
+)
+HYPERVISOR = _object(
+    {
+        "id": ID,
+        "host": STRING,
+        "hypervisor_hostname": STRING,
+        **dict.fromkeys(
+            ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used"),
+            INTEGER,
+        ),
+        "pci_pools": _list(PCI_POOL),
+    }
+)
+PF = _object({**PCI_DEVICE["properties"], "vfs": _list(PCI_DEVICE)})
+
+SERVER_LIST = _object({"servers": _list(_object(_SERVER))})
+SERVER_SHOW = _object({"server": SERVER_DETAIL})
+HYPERVISOR_LIST = _object({"hypervisors": _list(HYPERVISOR)})
+HYPERVISOR_SHOW = _object({"hypervisor": HYPERVISOR})
+PCI_TREE = _object(
+    {
+        "host": STRING,
+        "hypervisor_hostname": STRING,
+        "pfs": _list(PF),
+        "devices": _list(PCI_DEVICE),
+    }
+)
+PCI_DEVICE_LIST = _object({"pci_devices": _list(PCI_DEVICE)})
+PCI_DEVICE_SHOW = _object({"pci_device": PCI_DEVICE})
+ERROR = _object({"error": _object({"code": STRING, "message": STRING})})

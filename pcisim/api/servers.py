@@ -1,9 +1,7 @@
 """/servers: create, list, show and delete servers (instances) with PCI devices."""
 
-import flask
-
 from pcisim import exception
-from pcisim.api import schemas, views
+from pcisim.api import schemas, validation, views
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci import request as pci_request
@@ -35,9 +33,9 @@ def view(instance, fault=None, devices=None):
     return server
 
 
-def create_server(api, context):
-    body = schemas.json_body(flask.request)
-    schemas.validate(body, schemas.SERVER_CREATE, "body")
+@validation.schema(schemas.SERVER_CREATE)
+@validation.response_body_schema(schemas.SERVER_SHOW, status=202)
+def create_server(api, context, body):
     spec = body["server"]
     _check_counts(api, spec.get("pci_requests"))
     instance = api.compute.create(
@@ -49,7 +47,7 @@ def create_server(api, context):
         pci_requests=spec.get("pci_requests"),
         numa_cells=spec.get("numa_cells"),
     )
-    return {"server": _detail(context, instance)}, 202
+    return {"server": _detail(context, instance)}
 
 
 def _check_counts(api, pci_requests):
@@ -64,17 +62,19 @@ def _check_counts(api, pci_requests):
             )
 
 
+@validation.response_body_schema(schemas.SERVER_LIST)
 def list_servers(api, context):
     return {"servers": [view(instance) for instance in InstanceList.get_all(context)]}
 
 
+@validation.response_body_schema(schemas.SERVER_SHOW)
 def show_server(api, context, server_id):
     return {"server": _detail(context, Instance.get_by_uuid(context, server_id))}
 
 
+@validation.response_body_schema(None, status=204)
 def delete_server(api, context, server_id):
     api.compute.delete(context, Instance.get_by_uuid(context, server_id))
-    return None, 204
 
 
 def _detail(context, instance):

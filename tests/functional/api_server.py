@@ -8,6 +8,7 @@ talk to it from a subprocess.
 
 import contextlib
 
+import schemathesis
 import sqlalchemy as sa
 
 from pcisim import dbaccess, testing, wsgi
@@ -24,6 +25,10 @@ ALIASES = [
     '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
 ]
 NODE = "node1=gpus=1,pfs=1,vfs_per_pf=2"
+# NOTE: schemathesis checks answers with every check it has but positive_data_acceptance:
+# the document cannot say which PCI aliases are configured, so a schema-valid request
+# for one that is not is rightly refused (400).
+NOT_APPLICABLE_CHECKS = [schemathesis.checks.positive_data_acceptance]
 # What a request or a message could write; services and compute nodes also change on
 # their own, with every heartbeat and periodic update.
 WRITABLE_TABLES = (

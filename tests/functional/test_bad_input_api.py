@@ -111,6 +111,11 @@ PATH_CASES = [
     ("a host of 256", "get", "/pci-devices?host=" + "h" * 256, 400, INVALID),
     ("server of 36 non-uuid", "get", f"/pci-devices?server={SERVER_ID[:-1]}g", 400, INVALID),
     ("an empty status", "get", "/pci-devices?status=", 400, INVALID),
+    ("a node id past 32 bits", "get", "/pci-devices?compute_node_id=2147483648", 400, INVALID),
+    ("a node id negative", "get", "/pci-devices?compute_node_id=-1", 400, INVALID),
+    ("a node id of 5000 digits", "get", "/pci-devices?compute_node_id=" + "9" * 5000, 400, INVALID),
+    ("a node id in words", "get", "/pci-devices?compute_node_id=one", 400, INVALID),
+    ("a node id with a sign", "get", "/pci-devices?compute_node_id=%2B1", 400, INVALID),
     ("POST to a collection of GETs", "post", "/hypervisors", 405, "http.405"),
     ("DELETE of the collection", "delete", "/servers", 405, "http.405"),
 ]

@@ -121,7 +121,9 @@ def test_an_unknown_server_is_a_404(client):
 
 def test_an_unknown_route_and_method_are_json_errors(client):
     assert client.get("/nowhere").json["error"]["code"] == "http.404"
-    assert client.put("/servers").status_code == 405
+    response = client.put("/servers")
+    assert (response.status_code, response.json["error"]["code"]) == (405, "http.405")
+    assert set(response.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS", "POST"}
 
 
 def test_hypervisors_show_usage_and_pci_pools(client):
@@ -140,15 +142,21 @@ def test_the_pci_tree_puts_vfs_under_their_pf(client):
     assert [d["dev_type"] for d in tree["devices"]] == ["type-PCI"]
 
 
-def test_pci_devices_filter_by_host_type_and_status(client):
+def test_pci_devices_filter_by_host_type_status_and_node(client):
     all_devices = client.get("/pci-devices").json["pci_devices"]
     vfs = client.get("/pci-devices?dev_type=type-VF").json["pci_devices"]
     assert len(all_devices) == 4 and len(vfs) == 2
     assert client.get("/pci-devices?host=elsewhere").json["pci_devices"] == []
+    node_id = all_devices[0]["compute_node_id"]
+    on_node = client.get(f"/pci-devices?compute_node_id={node_id}").json["pci_devices"]
+    assert on_node == all_devices
+    assert client.get(f"/pci-devices?compute_node_id={node_id + 1}").json["pci_devices"] == []
     assert client.get(f"/pci-devices/{vfs[0]['id']}").json["pci_device"]["dev_type"] == "type-VF"
 
 
-@pytest.mark.parametrize("query", ["status=broken", "dev_type=gpu", "colour=red", "server=x"])
+@pytest.mark.parametrize(
+    "query", ["status=broken", "dev_type=gpu", "colour=red", "server=x", "compute_node_id=x"]
+)
 def test_a_bad_pci_device_filter_is_a_400(client, query):
     response = client.get(f"/pci-devices?{query}")
     assert response.status_code == 400
