@@ -143,3 +143,31 @@ def test_instance_1_0_carries_a_device_list_1_1():
     assert devices["pcisim_object.version"] == "1.1"
     (device,) = devices["pcisim_object.data"]["objects"]
     assert device["pcisim_object.version"] == "1.1"
+
+
+def _inventory_pool():
+    return PciDevicePool(
+        vendor_id="8086",
+        product_id="1520",
+        numa_node=0,
+        dev_type="type-VF",
+        tags={},
+        count=8,
+        group="0000:81:00.0",
+    )
+
+
+def test_compute_node_1_1_drops_its_inventory_and_carries_pools_1_0():
+    pools = PciDevicePoolList(objects=[_inventory_pool()])
+    node = ComputeNode(
+        id=1, host="h", hypervisor_hostname="n", pci_device_pools=pools, pci_inventory=pools
+    )
+    data = node.obj_to_primitive("1.1")["pcisim_object.data"]
+    assert "pci_inventory" not in data
+    (pool,) = data["pci_device_pools"]["pcisim_object.data"]["objects"]
+    assert pool["pcisim_object.version"] == "1.0"
+    assert "group" not in pool["pcisim_object.data"]
+
+
+def test_pci_device_pool_1_0_has_no_group():
+    assert "group" not in _inventory_pool().obj_to_primitive("1.0")["pcisim_object.data"]
