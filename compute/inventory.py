@@ -17,7 +17,7 @@ import yaml
 
 from pcisim.exception import InvalidInventory, InvalidPciAddress
 from pcisim.objects.fields import PciDeviceType
-from pcisim.pci import report
+from pcisim.pci import ids, report
 from pcisim.pci.address import PciAddress
 
 RESOURCE_DEFAULTS = {"vcpus": 32, "memory_mb": 131072, "local_gb": 1024}
@@ -29,7 +29,6 @@ NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NODE_NAME = 255  # NOTE: the hypervisor_hostname column
 MAX_NUMA_NODES = report.MAX_NUMA_NODES
 MAX_RESOURCE = 2**31 - 1  # NOTE: the resource columns are 32-bit integers
-HEX4 = re.compile(r"[0-9a-f]{4}")
 
 SHORT_FORM_COUNTS = {"pfs": 0, "vfs_per_pf": 0, "gpus": 0, "numa_nodes": 1, **RESOURCE_DEFAULTS}
 SHORT_FORM_IDS = {
@@ -298,8 +297,8 @@ def _device(entry, where, numa_nodes):
             raise where.error("is required", key=key)
     address = _address(entry["address"], where, "address")
     where = where.named(address)
-    vendor_id = _hex4(entry["vendor_id"], where, "vendor_id")
-    product_id = _hex4(entry["product_id"], where, "product_id")
+    vendor_id = _pci_id(entry["vendor_id"], where, "vendor_id")
+    product_id = _pci_id(entry["product_id"], where, "product_id")
     dev_type = _dev_type(entry["dev_type"], where)
     return {
         "address": address,
@@ -345,13 +344,14 @@ def _address(value, where, key):
         raise where.error(error.kwargs["reason"] + f" in {value!r}", key=key)
 
 
-def _hex4(value, where, key):
-    """Four lowercase hex digits. An unquoted ``8086`` is a number in YAML: taken as written."""
+def _pci_id(value, where, key):
+    """An id (`pci.ids`) in lowercase; an unquoted ``8086`` is a number in YAML, read as written."""
     is_number = isinstance(value, int) and not isinstance(value, bool)
-    if not (isinstance(value, str) or is_number) or not HEX4.fullmatch(str(value).lower()):
+    text = str(value) if is_number else value
+    if not ids.is_pci_id(text):
         hint = " (quote ids in YAML)" if is_number else ""
-        raise where.error(f"{value!r} is not 4 hex digits{hint}", key=key)
-    return str(value).lower()
+        raise where.error(f"{value!r} is not {ids.FORM}{hint}", key=key)
+    return text.lower()
 
 
 def _dev_type(value, where):
@@ -411,7 +411,7 @@ def _short_form_values(text, where):
         for key, default in SHORT_FORM_COUNTS.items()
     }
     for key, default in SHORT_FORM_IDS.items():
-        values[key] = _hex4(given[key], where, key) if key in given else default
+        values[key] = _pci_id(given[key], where, key) if key in given else default
     values["pf_product"] = values["pf_product"] or _pf_product(values)
     return values
 

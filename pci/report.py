@@ -8,6 +8,7 @@ required; ``parent_addr`` (a VF's PF, required of a VF or vDPA device and of no 
 
 from pcisim import exception
 from pcisim.objects import fields
+from pcisim.pci import ids
 from pcisim.pci.address import PciAddress
 
 REQUIRED_FIELDS = ("address", "vendor_id", "product_id", "dev_type")
@@ -41,7 +42,7 @@ def normalized_report(entry):
     """
     if not isinstance(entry, dict):
         raise _invalid(entry, "a device report must be a mapping")
-    missing = [name for name in REQUIRED_FIELDS if entry.get(name) in (None, "")]
+    missing = [name for name in REQUIRED_FIELDS if entry.get(name) is None]
     if missing:
         raise _invalid(entry, f"missing {', '.join(missing)}")
     dev_type = entry["dev_type"]
@@ -49,7 +50,7 @@ def normalized_report(entry):
         raise _invalid(entry, f"unknown dev_type {dev_type!r}")
     values = {"address": _address(entry, "address")}
     for name in ("vendor_id", "product_id"):
-        values[name] = _hex4(entry, name)
+        values[name] = _pci_id(entry, name)
     values["parent_addr"] = _parent_addr(entry, values["address"])
     values["numa_node"] = _numa_node(entry)
     values["dev_type"] = dev_type
@@ -86,12 +87,11 @@ def _parent_addr(entry, address):
     return parent
 
 
-def _hex4(entry, name):
+def _pci_id(entry, name):
     value = entry[name]
-    text = str(value).lower()
-    if isinstance(value, bool) or len(text) != 4 or any(c not in "0123456789abcdef" for c in text):
-        raise _invalid(entry, f"{name} {value!r} is not 4 hex digits")
-    return text
+    if not ids.is_pci_id(value):
+        raise _invalid(entry, f"{name} {value!r} is not {ids.FORM}")
+    return value.lower()
 
 
 def _numa_node(entry):

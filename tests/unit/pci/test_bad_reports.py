@@ -25,7 +25,7 @@ REPORT_CASES = [
     ("entry null", None, "None: a device report must be a mapping"),
     ("entry a list", [ADDRESS], "must be a mapping"),
     ("address a number", {**GOOD, "address": 10}, "an address is a string"),
-    ("address empty", {**GOOD, "address": ""}, "missing address"),
+    ("address empty", {**GOOD, "address": ""}, "address: Invalid PCI address ''"),
     ("address of five fields", {**GOOD, "address": "0000:99:00:00.1"}, "dddd:bb:ss.f"),
     ("dev_type a list", {**GOOD, "dev_type": ["type-PCI"]}, "unknown dev_type ['type-PCI']"),
     ("dev_type in other case", {**GOOD, "dev_type": "TYPE-PCI"}, "unknown dev_type 'TYPE-PCI'"),
