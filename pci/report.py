@@ -128,10 +128,37 @@ def normalized_report(entry):
     as text) and what is wrong with it, by key: ``key 'numa_node': -1 is not a NUMA node
     number (0..1023)``.
     """
+    key = _cache_key(entry)
+    return dict(_checked(entry) if key is None else _checked_once(key))
+
+
+def _checked(entry):
     problem = entry_problem(entry)
     if problem is not None:
         raise exception.InvalidPciDeviceReport(entry=_name(entry), reason=str(problem))
     return normal_entry(entry)
+
+
+# NOTE: the tracker reads the whole report on every periodic run, and the same entries
+# come back each time. Checking one against the schema takes ~60 us, a lookup ~1.5 us: an
+# unchanged report of 1,088 devices (bench.tracker P2) took 0.08 s uncached, 0.016 s
+# before the schema. Refusals are not cached (lru_cache keeps no exception).
+@functools.lru_cache(maxsize=16384)
+def _checked_once(key):
+    return _checked({name: value for name, _, value in key})
+
+
+def _cache_key(entry):
+    """``entry``'s items, each with its value's type (else True and 1.0 would hit 1), or
+    None when it is not a dict of hashable values."""
+    if not isinstance(entry, dict):
+        return None
+    key = tuple((name, type(value), value) for name, value in entry.items())
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _name(entry):

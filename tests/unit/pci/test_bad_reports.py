@@ -90,3 +90,16 @@ def test_the_error_names_the_entry_by_its_address(entry):
         normalized_report(entry)
 
     assert raised.value.message.startswith(f"Invalid PCI device report {entry['address']}: ")
+
+
+def test_an_entry_equal_to_a_valid_one_but_of_other_types_is_still_refused():
+    normalized_report({**GOOD, "numa_node": 1})
+
+    with pytest.raises(exception.InvalidPciDeviceReport):
+        normalized_report({**GOOD, "numa_node": True})
+
+
+def test_changing_a_normalised_entry_changes_no_later_one():
+    normalized_report(GOOD)["label"] = "changed"
+
+    assert normalized_report(GOOD)["label"] == "label_8086_1520"
