@@ -3,7 +3,8 @@
 The hypervisor's report, inventories, ``[pci] alias`` and ``[pci] device_spec`` all take
 an id as 4 hex digits in either case and keep it in lowercase (``"10DE"`` is kept as
 ``"10de"``), as Nova's alias schema does. ``"0x8086"``, ``"86"``, ``"08086"`` and the
-number 8086 are not ids.
+number 8086 are not ids. (An inventory file reads an unquoted YAML ``8086``, which YAML
+makes a number, as the text written: that is the file's syntax, not another id form.)
 """
 
 import re
