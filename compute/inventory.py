@@ -3,7 +3,10 @@
 An inventory comes from a YAML or JSON file (one node, or several under ``nodes:``) or
 from a short form such as ``pfs=4,vfs_per_pf=8,numa_nodes=2``. Everything is checked
 as it is read: one error refuses the whole source with `InvalidInventory`, whose
-reason names the node, the entry and the key. docs/inventory.md describes the format.
+reason names the node, the entry and the key. A device is an entry of the hypervisor's
+report, checked by the report's one definition of an entry (``pci.report``); what this
+module adds is what a node knows: its NUMA nodes, and that a VF's PF is on it.
+docs/inventory.md describes the format.
 """
 
 import collections
@@ -17,19 +20,23 @@ import yaml
 
 from pcisim.exception import InvalidInventory, InvalidPciAddress
 from pcisim.objects.fields import PciDeviceType
-from pcisim.pci import report
+from pcisim.pci import ids, report
 from pcisim.pci.address import PciAddress
 
 RESOURCE_DEFAULTS = {"vcpus": 32, "memory_mb": 131072, "local_gb": 1024}
 NODE_KEYS = (*RESOURCE_DEFAULTS, "numa_nodes", "sockets", "pci_devices")
-DEVICE_KEYS = ("address", *report.REPORTED_FIELDS)
-REQUIRED_DEVICE_KEYS = report.REQUIRED_FIELDS
-CHILD_TYPES = frozenset({PciDeviceType.SRIOV_VF, PciDeviceType.VDPA})
+ID_KEYS = ("vendor_id", "product_id")
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NODE_NAME = 255  # NOTE: the hypervisor_hostname column
 MAX_NUMA_NODES = report.MAX_NUMA_NODES
 MAX_RESOURCE = 2**31 - 1  # NOTE: the resource columns are 32-bit integers
-HEX4 = re.compile(r"[0-9a-f]{4}")
+# NOTE: YAML reads these unquoted as numbers: 0000:10:10.1 as 610.1, 8086 as 8086.
+YAML_HINTS = {
+    "address": "quote addresses in YAML",
+    "parent_addr": "quote addresses in YAML",
+    "vendor_id": "quote ids in YAML",
+    "product_id": "quote ids in YAML",
+}
 
 SHORT_FORM_COUNTS = {"pfs": 0, "vfs_per_pf": 0, "gpus": 0, "numa_nodes": 1, **RESOURCE_DEFAULTS}
 SHORT_FORM_IDS = {
@@ -84,7 +91,7 @@ class Inventory:
     def unplugged(self, address, where):
         """This inventory without the device at ``address`` and, for a PF, its VFs; and
         the addresses removed."""
-        address = _address(address, where, "address")
+        address = _address(address, where)
         if address not in self.devices:
             raise where.error(f"no device {address} on this node", key="address")
         removed = [
@@ -244,7 +251,10 @@ def _sockets(sockets, numa_nodes, where):
 def _numa_key(key, numa_nodes, where):
     """A NUMA node number given as a mapping key: an int, or a digit string in JSON."""
     number = int(key) if isinstance(key, str) and key.isdigit() else key
-    return _numa_node(number, numa_nodes, where, "sockets")
+    if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < numa_nodes:
+        problem = f"{number!r} is not a NUMA node of this node (0..{numa_nodes - 1})"
+        raise where.error(problem, key="sockets")
+    return number
 
 
 def _count(value, where, key, minimum=0, maximum=None):
@@ -289,28 +299,44 @@ def _device_place(where, index, address=None):
 
 
 def _device(entry, where, numa_nodes):
-    """One device entry, checked alone, in the report format with every key present."""
+    """One device entry, checked alone (`report.entry_problem`) for a node of ``numa_nodes``
+    NUMA nodes, in the report format with every key present."""
+    entry = _ids_as_written(entry)
+    problem = report.entry_problem(entry, numa_nodes)
+    if problem is not None:
+        reason = problem.reason + _yaml_hint(entry, problem.key)
+        raise _named(where, entry).error(reason, key=problem.key)
+    device = report.normal_entry(entry)
+    default_dev_id = "pci_" + re.sub("[:.]", "_", device["address"])
+    return {**device, "dev_id": device["dev_id"] or default_dev_id}
+
+
+def _ids_as_written(entry):
+    """``entry`` with an id YAML read as a number (an unquoted ``8086``) as the digits
+    written, when they make an id."""
     if not isinstance(entry, dict):
-        raise where.error("a device is a mapping")
-    _refuse_unknown_keys(entry, DEVICE_KEYS, where)
-    for key in REQUIRED_DEVICE_KEYS:
-        if entry.get(key) is None:
-            raise where.error("is required", key=key)
-    address = _address(entry["address"], where, "address")
-    where = where.named(address)
-    vendor_id = _hex4(entry["vendor_id"], where, "vendor_id")
-    product_id = _hex4(entry["product_id"], where, "product_id")
-    dev_type = _dev_type(entry["dev_type"], where)
-    return {
-        "address": address,
-        "vendor_id": vendor_id,
-        "product_id": product_id,
-        "dev_type": dev_type,
-        "parent_addr": _parent_addr(entry.get("parent_addr"), dev_type, where),
-        "numa_node": _device_numa_node(entry.get("numa_node"), numa_nodes, where),
-        "label": _text(entry, "label", where) or f"label_{vendor_id}_{product_id}",
-        "dev_id": _text(entry, "dev_id", where) or "pci_" + re.sub("[:.]", "_", address),
-    }
+        return entry
+    return {key: _id_as_written(value) if key in ID_KEYS else value for key, value in entry.items()}
+
+
+def _id_as_written(value):
+    is_number = isinstance(value, int) and not isinstance(value, bool)
+    return str(value) if is_number and ids.is_pci_id(str(value)) else value
+
+
+def _yaml_hint(entry, key):
+    value = entry.get(key) if isinstance(entry, dict) else None
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return f" ({YAML_HINTS[key]})" if is_number and key in YAML_HINTS else ""
+
+
+def _named(where, entry):
+    """``where`` named by the entry's address, when it has a valid one."""
+    address = entry.get("address") if isinstance(entry, dict) else None
+    try:
+        return where.named(str(PciAddress.parse(address)))
+    except InvalidPciAddress:
+        return where
 
 
 def _check_parent(device, devices, where):
@@ -326,60 +352,14 @@ def _check_parent(device, devices, where):
         raise where.error(problem, key="parent_addr")
 
 
-def _parent_addr(parent_addr, dev_type, where):
-    is_child = dev_type in CHILD_TYPES
-    if is_child and parent_addr is None:
-        raise where.error(f"is required for a {dev_type}", key="parent_addr")
-    if not is_child and parent_addr is not None:
-        raise where.error(f"only a {' or '.join(sorted(CHILD_TYPES))} has one", key="parent_addr")
-    return None if parent_addr is None else _address(parent_addr, where, "parent_addr")
-
-
-def _address(value, where, key):
-    """The canonical text of a PCI address; YAML reads some unquoted ones as numbers."""
+def _address(value, where):
+    """The canonical text of an address given alone, to unplug its device."""
     if not isinstance(value, str):
-        raise where.error(f"{value!r} is not a string (quote addresses in YAML)", key=key)
+        raise where.error(f"{value!r} is not a string", key="address")
     try:
         return str(PciAddress.parse(value))
     except InvalidPciAddress as error:
-        raise where.error(error.kwargs["reason"] + f" in {value!r}", key=key)
-
-
-def _hex4(value, where, key):
-    """Four lowercase hex digits. An unquoted ``8086`` is a number in YAML: taken as written."""
-    is_number = isinstance(value, int) and not isinstance(value, bool)
-    if not (isinstance(value, str) or is_number) or not HEX4.fullmatch(str(value).lower()):
-        hint = " (quote ids in YAML)" if is_number else ""
-        raise where.error(f"{value!r} is not 4 hex digits{hint}", key=key)
-    return str(value).lower()
-
-
-def _dev_type(value, where):
-    if value not in PciDeviceType.ALL:
-        raise where.error(f"{value!r} is not one of {', '.join(PciDeviceType.ALL)}", key="dev_type")
-    return value
-
-
-def _device_numa_node(value, numa_nodes, where):
-    """A device's NUMA node, or None for a device without NUMA affinity."""
-    return None if value is None else _numa_node(value, numa_nodes, where, "numa_node")
-
-
-def _numa_node(value, numa_nodes, where, key):
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < numa_nodes:
-        raise where.error(
-            f"{value!r} is not a NUMA node of this node (0..{numa_nodes - 1})", key=key
-        )
-    return value
-
-
-def _text(entry, key, where):
-    value = entry.get(key)
-    if value is not None and not isinstance(value, str):
-        raise where.error(f"{value!r} is not a string", key=key)
-    if value is not None and len(value) > report.MAX_TEXT:
-        raise where.error(f"is {len(value)} characters long, over {report.MAX_TEXT}", key=key)
-    return value
+        raise where.error(error.kwargs["reason"] + f" in {value!r}", key="address")
 
 
 # -------------------------------------------------------------- short form
@@ -411,9 +391,15 @@ def _short_form_values(text, where):
         for key, default in SHORT_FORM_COUNTS.items()
     }
     for key, default in SHORT_FORM_IDS.items():
-        values[key] = _hex4(given[key], where, key) if key in given else default
+        values[key] = _short_form_id(given[key], where, key) if key in given else default
     values["pf_product"] = values["pf_product"] or _pf_product(values)
     return values
+
+
+def _short_form_id(text, where, key):
+    if not ids.is_pci_id(text):
+        raise where.error(f"{text!r} is not {ids.FORM}", key=key)
+    return text.lower()
 
 
 def _short_form_count(text, where, key):

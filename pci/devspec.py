@@ -9,17 +9,17 @@ import json
 
 from pcisim.exception import InvalidPciAddress, PciConfigError
 from pcisim.objects.fields import PciDeviceType
-from pcisim.pci.address import ANY, HEX_DIGITS, address_spec
+from pcisim.pci import ids
+from pcisim.pci.address import ANY, address_spec
 
 OPTION = "device_spec"
-MAX_PCI_ID = 0xFFFF
 BOOLEAN_TAGS = ("trusted", "remote_managed")
 
 
 class DeviceSpec:
     """One device_spec dict: the devices it selects, and the tags it gives them.
 
-    ``vendor_id`` and ``product_id`` are hex up to ``ffff`` or ``*``; ``address`` is a
+    ``vendor_id`` and ``product_id`` are ids (see `pci.ids`) or ``*``; ``address`` is a
     glob string or a dict of regexes (see `pci.address`); a missing key matches
     anything. Every other key is a tag with a string value; ``trusted`` and
     ``remote_managed`` are ``"true"`` or ``"false"``. Raises `PciConfigError` naming
@@ -64,14 +64,12 @@ class DeviceSpec:
         )
 
     def _pci_id(self, key, value):
-        """A vendor or product id: None for any, else 4 lowercase hex digits."""
+        """A vendor or product id: None for any, else the id in lowercase."""
         if value == ANY:
             return None
-        if not (isinstance(value, str) and value and HEX_DIGITS.issuperset(value)):
-            raise self._error(f"{key} {value!r} is not '*' or a hex number")
-        if int(value, 16) > MAX_PCI_ID:
-            raise self._error(f"{key} {value!r} is above the maximum {MAX_PCI_ID:x}")
-        return f"{int(value, 16):04x}"
+        if not ids.is_pci_id(value):
+            raise self._error(f"{key} {value!r} is not '*' or {ids.FORM}")
+        return value.lower()
 
     def _address_spec(self, value):
         if value is None:

@@ -15,13 +15,13 @@ import uuid
 from pcisim import exception
 from pcisim.objects import fields
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
+from pcisim.pci import ids
 
 NUMA_POLICIES = ("required", "legacy", "preferred", "socket")
 DEFAULT_NUMA_POLICY = "legacy"
 
 _ALIAS_KEYS = ("name", "vendor_id", "product_id", "device_type", "numa_policy")
 _ID_KEYS = ("vendor_id", "product_id")
-_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _DIGITS = re.compile(r"[0-9]+")
 _REQUEST_SEPARATORS = (":", ",")
 
@@ -30,8 +30,8 @@ _REQUEST_SEPARATORS = (":", ",")
 class Alias:
     """A named PCI request: a device matching any one of ``specs``.
 
-    ``specs`` hold ``vendor_id`` and ``product_id`` (4 lowercase hex digits) when the
-    operator gave them; an alias with neither matches devices of any vendor.
+    ``specs`` hold ``vendor_id`` and ``product_id`` (ids as `pci.ids` reads them, in
+    lowercase) when the operator gave them; an alias with neither matches devices of any vendor.
 
     ``device_type`` is one of ``PciDeviceType.ALL``, or None when the operator gave
     none. As in Nova, None puts no ``dev_type`` in the request spec, and it is the
@@ -87,11 +87,12 @@ def _alias(entry, definition):
     unknown = sorted(set(definition) - set(_ALIAS_KEYS))
     if unknown:
         raise _config_error(entry, f"unknown key {unknown[0]!r}; known keys are {_ALIAS_KEYS}")
+    spec = {key: _pci_id(entry, key, definition[key]) for key in _ID_KEYS if key in definition}
     return Alias(
         name=_alias_name(entry, definition),
         device_type=_choice(entry, definition, "device_type", fields.PciDeviceType.ALL, None),
         numa_policy=_choice(entry, definition, "numa_policy", NUMA_POLICIES, DEFAULT_NUMA_POLICY),
-        specs=({key: _hex4(entry, key, definition[key]) for key in _ID_KEYS if key in definition},),
+        specs=(spec,),
     )
 
 
@@ -116,9 +117,9 @@ def _choice(entry, definition, key, choices, default):
     return value
 
 
-def _hex4(entry, key, value):
-    if not isinstance(value, str) or not _HEX4.fullmatch(value):
-        raise _config_error(entry, f"{key} {value!r} is not 4 hex digits")
+def _pci_id(entry, key, value):
+    if not ids.is_pci_id(value):
+        raise _config_error(entry, f"{key} {value!r} is not {ids.FORM}")
     return value.lower()
 
 

@@ -155,14 +155,16 @@ pci_opts = [
         default=[],
         help="Which reported PCI devices are assignable, and their tags. Each value is a "
         'JSON dict or list of dicts, e.g. {"vendor_id": "8086", "product_id": "1520", '
-        '"address": "*:0a:00.*", "physical_network": "physnet1"}.',
+        '"address": "*:0a:00.*", "physical_network": "physnet1"}. Ids are 4 hex digits '
+        'in any case, or "*".',
     ),
     cfg.MultiStrOpt(
         "alias",
         default=[],
         help="Names for PCI requests. Each value is a JSON dict, e.g. "
         '{"name": "nic", "vendor_id": "8086", "product_id": "1520", '
-        '"device_type": "type-VF", "numa_policy": "legacy"}. Repeating a name ORs the specs.',
+        '"device_type": "type-VF", "numa_policy": "legacy"}. Ids are 4 hex digits in any '
+        "case. Repeating a name ORs the specs.",
     ),
 ]
 

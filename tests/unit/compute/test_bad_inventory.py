@@ -65,7 +65,7 @@ CONFIG_CASES = [
                 ]
             },
         ),
-        "key 'parent_addr': 0000:10:10.0 is a type-VF, not a type-PF",
+        "key 'parent_addr': is the device itself",
     ),
 ]
 

@@ -146,12 +146,13 @@ class TestHotPlug:
             ),
             (
                 {**NEW_VF, "numa_node": 1},
-                "hot-plugged device (0000:10:10.2): key 'numa_node': 1 is not a NUMA node of "
-                "this node (0..0)",
+                "hot-plugged device (0000:10:10.2): key 'numa_node': 1 is not a NUMA node "
+                "number (0..0)",
             ),
             (
                 {**NEW_VF, "vf": 1},
-                "hot-plugged device: key 'vf': unknown key; the keys are address, vendor_id, "
+                "hot-plugged device (0000:10:10.2): key 'vf': unknown key; the keys are address, "
+                "vendor_id, "
                 "product_id, dev_type, parent_addr, numa_node, label, dev_id",
             ),
         ],

@@ -225,12 +225,16 @@ class TestRefusedNodes:
             (["0000:10:00.0"], "pci_devices[0]: a device is a mapping"),
             (
                 [{**GPU, "numa": 0}],
-                f"pci_devices[0]: key 'numa': unknown key; the keys are {DEVICE_KEYS}",
+                "pci_devices[0] (0000:80:00.0): key 'numa': unknown key; the keys are "
+                f"{DEVICE_KEYS}",
             ),
-            ([{**GPU, "dev_type": None}], "pci_devices[0]: key 'dev_type': is required"),
+            (
+                [{**GPU, "dev_type": None}],
+                "pci_devices[0] (0000:80:00.0): key 'dev_type': is required",
+            ),
             (
                 [{key: GPU[key] for key in ("address", "vendor_id", "dev_type")}],
-                "pci_devices[0]: key 'product_id': is required",
+                "pci_devices[0] (0000:80:00.0): key 'product_id': is required",
             ),
             (
                 [{**GPU, "address": "0000:80:00"}],
@@ -257,13 +261,13 @@ class TestRefusedNodes:
             ),
             (
                 [{**GPU, "numa_node": 1}],
-                "pci_devices[0] (0000:80:00.0): key 'numa_node': 1 is not a NUMA node of "
-                "this node (0..0)",
+                "pci_devices[0] (0000:80:00.0): key 'numa_node': 1 is not a NUMA node "
+                "number (0..0)",
             ),
             (
                 [{**GPU, "numa_node": -1}],
-                "pci_devices[0] (0000:80:00.0): key 'numa_node': -1 is not a NUMA node of "
-                "this node (0..0)",
+                "pci_devices[0] (0000:80:00.0): key 'numa_node': -1 is not a NUMA node "
+                "number (0..0)",
             ),
             (
                 [{**GPU, "label": 7}],
@@ -382,7 +386,7 @@ class TestRefusedFiles:
         text = "pci_devices:\n- {address: 0000:10:10.1, vendor_id: '8086', product_id: '1520',"
         path = write(tmp_path, text + " dev_type: type-PCI}\n", name="node.yaml")
         assert reasons_of(load_nodes, path, "n") == (
-            "node 'n', pci_devices[0]: key 'address': 610.1 is not a string "
+            "node 'n', pci_devices[0]: key 'address': 610.1 is not a PCI address "
             "(quote addresses in YAML)"
         )
 

@@ -22,28 +22,36 @@ VF = {**GOOD, "dev_type": "type-VF", "parent_addr": inventory.pf_address(0)}
 
 # (case, entry, what the warning says of it)
 REPORT_CASES = [
-    ("entry null", None, "None: a device report must be a mapping"),
-    ("entry a list", [ADDRESS], "must be a mapping"),
-    ("address a number", {**GOOD, "address": 10}, "an address is a string"),
-    ("address empty", {**GOOD, "address": ""}, "missing address"),
-    ("address of five fields", {**GOOD, "address": "0000:99:00:00.1"}, "dddd:bb:ss.f"),
-    ("dev_type a list", {**GOOD, "dev_type": ["type-PCI"]}, "unknown dev_type ['type-PCI']"),
-    ("dev_type in other case", {**GOOD, "dev_type": "TYPE-PCI"}, "unknown dev_type 'TYPE-PCI'"),
-    ("vendor_id a boolean", {**GOOD, "vendor_id": True}, "vendor_id True is not 4 hex digits"),
-    ("vendor_id of 5 digits", {**GOOD, "vendor_id": "80860"}, "vendor_id '80860' is not 4"),
-    ("product_id a list", {**GOOD, "product_id": ["1520"]}, "product_id ['1520'] is not 4"),
-    ("VF without parent", {**VF, "parent_addr": None}, "a type-VF needs its parent_addr"),
-    ("vdpa without parent", {**VF, "dev_type": "vdpa", "parent_addr": ""}, "a vdpa needs"),
-    ("VF its own parent", {**VF, "parent_addr": ADDRESS}, "parent_addr is the device itself"),
-    ("VF of a bad parent", {**VF, "parent_addr": "0000:99"}, "parent_addr: Invalid PCI address"),
-    ("type-PCI with a parent", {**VF, "dev_type": "type-PCI"}, "a type-PCI has no parent_addr"),
-    ("PF with a parent", {**VF, "dev_type": "type-PF"}, "a type-PF has no parent_addr"),
-    ("numa_node negative", {**GOOD, "numa_node": -1}, "numa_node -1 is not a node number"),
-    ("numa_node past the last", {**GOOD, "numa_node": 2**40}, "is not a node number (0..1023)"),
-    ("numa_node a boolean", {**GOOD, "numa_node": True}, "numa_node True is not a node number"),
-    ("label a number", {**GOOD, "label": 7}, "label 7 is not text of at most 255 characters"),
-    ("label too long", {**GOOD, "label": "x" * 256}, "is not text of at most 255 characters"),
-    ("dev_id a mapping", {**GOOD, "dev_id": {"a": 1}}, "dev_id {'a': 1} is not text"),
+    ("entry null", None, "None: a device is a mapping"),
+    ("entry a list", [ADDRESS], "a device is a mapping"),
+    ("an unknown key", {**GOOD, "numa": 0}, "key 'numa': unknown key; the keys are address,"),
+    ("address missing", {**GOOD, "address": None}, "key 'address': is required"),
+    ("address a number", {**GOOD, "address": 10}, "key 'address': 10 is not a PCI address"),
+    ("address empty", {**GOOD, "address": ""}, "key 'address': expected the form dddd:bb:ss.f"),
+    ("address of five fields", {**GOOD, "address": "0000:99:00:00.1"}, "dddd:bb:ss.f in '0000"),
+    ("dev_type a list", {**GOOD, "dev_type": ["type-PCI"]}, "['type-PCI'] is not one of type-"),
+    ("dev_type in other case", {**GOOD, "dev_type": "TYPE-PCI"}, "'TYPE-PCI' is not one of"),
+    ("vendor_id a boolean", {**GOOD, "vendor_id": True}, "'vendor_id': True is not 4 hex digits"),
+    ("vendor_id of 5 digits", {**GOOD, "vendor_id": "80860"}, "'80860' is not 4 hex digits"),
+    ("product_id a list", {**GOOD, "product_id": ["1520"]}, "'product_id': ['1520'] is not 4"),
+    ("VF without parent", {**VF, "parent_addr": None}, "'parent_addr': is required for a type-VF"),
+    ("vdpa without parent", {**VF, "dev_type": "vdpa", "parent_addr": None}, "required for a vdpa"),
+    ("VF of an empty parent", {**VF, "parent_addr": ""}, "'parent_addr': expected the form"),
+    ("VF its own parent", {**VF, "parent_addr": ADDRESS}, "'parent_addr': is the device itself"),
+    ("VF of a bad parent", {**VF, "parent_addr": "0000:99"}, "dddd:bb:ss.f in '0000:99'"),
+    ("type-PCI with a parent", {**VF, "dev_type": "type-PCI"}, "only a type-VF or vdpa has one"),
+    ("PF with a parent", {**VF, "dev_type": "type-PF"}, "'parent_addr': only a type-VF or vdpa"),
+    ("numa_node negative", {**GOOD, "numa_node": -1}, "-1 is not a NUMA node number (0..1023)"),
+    (
+        "numa_node past the last",
+        {**GOOD, "numa_node": 2**40},
+        "is not a NUMA node number (0..1023)",
+    ),
+    ("numa_node a boolean", {**GOOD, "numa_node": True}, "'numa_node': True is not a NUMA node"),
+    ("numa_node a float", {**GOOD, "numa_node": 1.0}, "'numa_node': 1.0 is not a NUMA node"),
+    ("label a number", {**GOOD, "label": 7}, "key 'label': 7 is not a string"),
+    ("label too long", {**GOOD, "label": "x" * 256}, "'label': is 256 characters long, over 255"),
+    ("dev_id a mapping", {**GOOD, "dev_id": {"a": 1}}, "key 'dev_id': {'a': 1} is not a string"),
 ]
 
 
@@ -82,3 +90,16 @@ def test_the_error_names_the_entry_by_its_address(entry):
         normalized_report(entry)
 
     assert raised.value.message.startswith(f"Invalid PCI device report {entry['address']}: ")
+
+
+def test_an_entry_equal_to_a_valid_one_but_of_other_types_is_still_refused():
+    normalized_report({**GOOD, "numa_node": 1})
+
+    with pytest.raises(exception.InvalidPciDeviceReport):
+        normalized_report({**GOOD, "numa_node": True})
+
+
+def test_changing_a_normalised_entry_changes_no_later_one():
+    normalized_report(GOOD)["label"] = "changed"
+
+    assert normalized_report(GOOD)["label"] == "label_8086_1520"
