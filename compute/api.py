@@ -74,7 +74,6 @@ class API:
             return
         LOG.info("Local delete of %s: its compute %s is down", instance.uuid, instance.host)
         instance.vm_state, instance.task_state = states.DELETED, None
-        instance.save()
         instance.destroy()
 
     @staticmethod

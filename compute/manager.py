@@ -175,11 +175,11 @@ class ComputeManager:
 
     def _delete(self, context, instance):
         """Each step can be repeated: a delete interrupted at any of them is finished
-        by running it again (the row stays ``deleting``, or DELETED, until soft-deleted)."""
+        by running it again (the row stays ``deleting`` until it is soft-deleted, DELETED
+        in the same transaction)."""
         self.driver.destroy(instance.node, instance.uuid)
         instance.vm_state, instance.task_state = states.DELETED, None
         instance.terminated_at = timeutils.utcnow(with_timezone=True)
-        instance.save()
         instance.destroy()
         faults.point(faults.AFTER_SOFT_DELETE, instance=instance)
         if instance.node in self.trackers:
@@ -244,5 +244,6 @@ class ComputeManager:
 
 def _being_deleted(instance):
     """Whether a delete of ``instance`` began: ``deleting``, or DELETED but not yet
-    soft-deleted (as a local delete whose last step failed leaves it)."""
+    soft-deleted (as older versions, which saved the state before the soft-delete,
+    could leave it)."""
     return instance.task_state == states.DELETING or instance.vm_state == states.DELETED

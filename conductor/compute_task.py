@@ -85,7 +85,9 @@ class ComputeTaskManager:
 
         def record(host, node):
             instance.host, instance.node, instance.task_state = host, node, "spawning"
-            write()
+            # NOTE: in the scheduler's transaction, which is the one of ``context``.
+            with instance.obj_alternate_context(context):
+                write()
 
         numa_cells, tried = request_spec.get("numa_cells"), request_spec["tried"]
         try:

@@ -263,10 +263,13 @@ def instance_update(context, uuid, values):
 
 @_retry_on_deadlock
 @writer
-def instance_destroy(context, uuid):
-    """Soft-delete an instance and remove its allocations. What it owns stays until
-    archiving moves it along."""
+def instance_destroy(context, uuid, values=None):
+    """Soft-delete an instance, with its last ``values`` written in the same
+    transaction, and remove its allocations. What it owns stays until archiving moves
+    it along."""
+    _check_values(models.Instance, values or {}, forbidden=_BOOKKEEPING | {"uuid"})
     instance = instance_get_by_uuid(context, uuid)
+    _apply(instance, values or {})
     instance.soft_delete()
     context.session.flush()
     allocations.release_in(context.session.connection(), uuid)

@@ -105,8 +105,10 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
 
     @base.remotable
     def destroy(self):
-        """Soft-delete the instance; what it owns is archived with it later."""
-        row = db_api.instance_destroy(self._context, self.uuid)
+        """Soft-delete the instance, writing its pending changes (its last state) in
+        the same transaction; what it owns is archived with it later."""
+        values = self._db_values(self.obj_what_changed())
+        row = db_api.instance_destroy(self._context, self.uuid, values)
         self._copy_row(row)
         self.obj_reset_changes(recursive=True)
 

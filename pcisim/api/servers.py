@@ -47,7 +47,17 @@ def create_server(api, context, body):
         pci_requests=spec.get("pci_requests"),
         numa_cells=spec.get("numa_cells"),
     )
-    return {"server": _detail(context, instance)}
+    return {"server": _accepted(context, instance)}
+
+
+def _accepted(context, instance):
+    """The view of a server just accepted: it holds no device yet (its compute claims
+    them once the build arrives), and has a fault only when no node would take it.
+    So no message is spent reading devices, nor faults of a server that has none."""
+    faults = []
+    if instance.vm_state == "error":
+        faults = InstanceFaultList.get_by_instance_uuids(context, [instance.uuid])
+    return view(instance, fault=faults[0] if faults else None, devices=[])
 
 
 def _check_counts(api, pci_requests):
