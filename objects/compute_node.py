@@ -4,7 +4,9 @@ from oslo_utils import versionutils
 
 from pcisim.db import allocations as db_allocations
 from pcisim.db import api as db_api
+from pcisim.db import engine as db_engine
 from pcisim.objects import base, fields
+from pcisim.objects.pci_device import PciDeviceList
 from pcisim.objects.pci_device_pool import PciDevicePoolList
 
 # NOTE: pool lists are stored as JSON text in columns of other names.
@@ -18,7 +20,9 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.0: initial version
     # Version 1.1: added pci_device_pools
     # Version 1.2: added pci_inventory, PciDevicePoolList 1.1, heal_allocations
-    VERSION = "1.2"
+    # Version 1.3: added save_with_devices (a conductor serves it from 1.3 on; as
+    #              ever, conductors are upgraded before computes)
+    VERSION = "1.3"
 
     fields = {
         "id": fields.IntegerField(),
@@ -93,6 +97,19 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
             self._from_db_object(self._context, self, row)
 
     @base.remotable
+    def save_with_devices(self, devices, expected=None):
+        """Write the node's pending changes and those of ``devices`` (a PciDeviceList
+        of this node) in one transaction: one round trip for a claim or a free.
+
+        Returns the devices as stored, as ``PciDeviceList.save_batch`` does, and raises
+        as it does; on ``PciDeviceConflict`` the node's changes are not written either.
+        """
+        with db_engine.write_transaction(self._context):
+            stored = PciDeviceList.save_batch(self._context, self.id, devices, expected)
+            self.save()
+        return stored
+
+    @base.remotable
     def destroy(self):
         """Soft-delete the node and its devices."""
         row = db_api.compute_node_delete(self._context, self.id)
@@ -116,10 +133,13 @@ class ComputeNodeList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: ComputeNode 1.0
     # Version 1.1: ComputeNode 1.1
     # Version 1.2: ComputeNode 1.2
-    VERSION = "1.2"
+    # Version 1.3: ComputeNode 1.3
+    VERSION = "1.3"
 
     fields = {"objects": fields.ListOfObjectsField("ComputeNode")}
-    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2")]}
+    obj_relationships = {
+        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3")]
+    }
 
     @classmethod
     @base.remotable

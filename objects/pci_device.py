@@ -266,8 +266,9 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
         ]
         return cls(context, objects=stored)
 
-    def save(self, expected=None):
-        """Write every device with pending changes in one round trip.
+    def save(self, expected=None, node=None):
+        """Write every device with pending changes in one round trip, with the pending
+        changes of their compute ``node`` when given (``ComputeNode.save_with_devices``).
 
         The devices must belong to one compute node. Saved devices take the stored
         values and have no pending changes left. Raises ``PciDevicesNotFound`` naming
@@ -285,7 +286,10 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
             )
         node_id = node_ids.pop()
         batch = PciDeviceList(self._context, objects=pending)
-        saved = self.save_batch(self._context, node_id, batch, expected)
+        if node is None:
+            saved = self.save_batch(self._context, node_id, batch, expected)
+        else:
+            saved = node.save_with_devices(batch, expected)
         stored = {d.address: d for d in saved}
         missing = []
         for device in pending:

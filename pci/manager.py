@@ -255,9 +255,10 @@ class PciDevTracker:
 
     # -------------------------------------------------------------- save
 
-    def save(self, context=None):
+    def save(self, context=None, node=None):
         """Write every device changed since the last save, in one round trip, as part of
-        the request of ``context`` (default: the context the tracker was made with).
+        the request of ``context`` (default: the context the tracker was made with);
+        with the pending changes of the compute ``node``, if given, in that same call.
 
         A device whose row has disappeared is dropped from the tracker with a warning;
         the next hypervisor report creates it again. When another writer changed a
@@ -272,7 +273,7 @@ class PciDevTracker:
         dirty = list(self._dirty.values())
         expected = {d.address: self._stored[d.address] for d in dirty if d.address in self._stored}
         try:
-            PciDeviceList(context, objects=dirty).save(expected)
+            PciDeviceList(context, objects=dirty).save(expected, node)
         except exception.PciDevicesNotFound as error:
             self._forget(error.kwargs["addresses"])
         except exception.PciDeviceConflict:

@@ -18,8 +18,8 @@ objects.register_all()
 # When a test below fails, bump the object's VERSION, note the change in its version
 # log, handle the old version in obj_make_compatible, and update the hash here.
 EXPECTED_FINGERPRINTS = {
-    "ComputeNode": "1.2-a91c707e96de138232788debe934cd05",
-    "ComputeNodeList": "1.2-2869e5881bb3692cefc9723beaeb30f7",
+    "ComputeNode": "1.3-0dd6f41711f3fbac06ca84eb6c8e5f46",
+    "ComputeNodeList": "1.3-2869e5881bb3692cefc9723beaeb30f7",
     "Instance": "1.2-e1508aedd5d903a262694f638c8c8773",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
     "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
