@@ -18,13 +18,17 @@ Two modes (``[scheduler] claim_mode``):
 """
 
 import functools
+import heapq
+import operator
 import random
 
 from oslo_log import log as logging
+from oslo_serialization import jsonutils
 
 from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
 from pcisim.compute import rpcapi as compute_rpcapi
+from pcisim.conductor import host_states
 from pcisim.db import allocations as db_allocations
 from pcisim.db import api as db_api
 from pcisim.db import engine as db_engine
@@ -37,6 +41,8 @@ LOG = logging.getLogger(__name__)
 # NOTE: each conflict means another allocation was written meanwhile, so the retries
 # make progress; this only bounds a request that keeps losing.
 MAX_GENERATION_CONFLICTS = 50
+HOST_STATES = host_states.HostStates()
+FREE_MEMORY = operator.attrgetter("free_memory")
 
 
 def claim_destination(context, instance, numa_cells=None, exclude=(), record=None):
@@ -47,28 +53,29 @@ def claim_destination(context, instance, numa_cells=None, exclude=(), record=Non
     ``NoValidHost`` when no node that is up and not in ``exclude`` has room, or after
     ``MAX_GENERATION_CONFLICTS`` lost swaps.
     """
-    wanted = _Wanted(instance, numa_cells)
+    wanted = Wanted(instance, numa_cells)
     up = _up_hosts(context)
     for _ in range(MAX_GENERATION_CONFLICTS):
-        rows, usage = db_allocations.host_states(context)
-        node, allocation = _choose(rows, usage, up, exclude, wanted)
+        node, allocation = _choose(HOST_STATES.current(context), up, exclude, wanted)
         faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
         try:
             with db_engine.write_transaction(context):
                 db_allocations.claim(context, node.id, node.generation, instance.uuid, allocation)
                 if record is not None:
-                    record(node.host, node.hypervisor_hostname)
+                    record(node.host, node.nodename)
         except exception.ComputeNodeGenerationConflict as error:
             LOG.debug("Choosing again for %s: %s", instance.uuid, error)
             continue
-        return node.host, node.hypervisor_hostname, allocation
+        return node.host, node.nodename, allocation
     raise exception.NoValidHost(
         reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
     )
 
 
-class _Wanted:
-    """What an instance asks of a node: resources and PCI requests."""
+class Wanted:
+    """What an instance asks of a node: resources and PCI requests; ``key`` is the
+    same for every request that asks the same (text, whose hash Python keeps: it is
+    looked up once per node and request)."""
 
     def __init__(self, instance, numa_cells):
         self.resources = {
@@ -77,6 +84,18 @@ class _Wanted:
         self.requests = list(instance.pci_requests.requests) if instance.pci_requests else []
         self.numa_cells = frozenset(numa_cells) if numa_cells else None
         self.description = _flavor(instance)
+        self.key = repr(
+            (
+                sorted(self.resources.items()),
+                [_request_key(request) for request in self.requests],
+                sorted(self.numa_cells or ()) if self.numa_cells is not None else None,
+            )
+        )
+
+
+def _request_key(request):
+    policy = request.numa_policy if request.obj_attr_is_set("numa_policy") else None
+    return request.count, jsonutils.dumps(request.spec, sort_keys=True), policy
 
 
 def _up_hosts(context):
@@ -88,62 +107,22 @@ def _up_hosts(context):
     }
 
 
-def _choose(rows, usage, up, exclude, wanted):
-    """(node row, allocation) chosen at random among the best that fit."""
-    nodes = [n for n in rows if n.host in up and [n.host, n.hypervisor_hostname] not in exclude]
+def _choose(nodes, up, exclude, wanted):
+    """(NodeState, allocation) chosen at random among the best that fit."""
+    excluded = {tuple(place) for place in exclude}
+    nodes = [n for n in nodes if n.host in up and n.place not in excluded]
     if not nodes:
         raise exception.NoValidHost(reason="no compute service is up that was not tried")
-    fitting = [n for n in nodes if _has_room(n, usage.get(n.id, {}), wanted.resources)]
-    if not fitting:
+    if not any(n.has_room(wanted.resources) for n in nodes):
         raise exception.NoValidHost(reason=f"no node has {wanted.description} free")
-    pci = _pci_planner(wanted)
-    planned = [(n, pci(n.pci_inventory, _pci_usage(usage.get(n.id, {})))) for n in fitting]
-    planned = [(n, devices) for n, devices in planned if devices is not None]
-    if not planned:
+    fitting = [n for n in nodes if n.allocation_for(wanted) is not None]
+    if not fitting:
         raise exception.NoValidHost(
             reason=f"no node can provide PCI devices {_names(wanted.requests)}"
         )
-    planned.sort(key=lambda item: _free_memory(item[0], usage), reverse=True)
-    subset = planned[: pcisim_conf.CONF.filter_scheduler.host_subset_size]
-    node, devices = random.choice(subset)
-    return node, {**wanted.resources, **devices}
-
-
-def _has_room(node, used, resources):
-    return all(
-        used.get(name, 0) + amount <= getattr(node, capacity.NODE_TOTALS[name])
-        for name, amount in resources.items()
-    )
-
-
-def _free_memory(node, usage):
-    return node.memory_mb - usage.get(node.id, {}).get(capacity.MEMORY_MB, 0)
-
-
-def _pci_usage(used):
-    return frozenset(
-        (name, amount) for name, amount in used.items() if name.startswith(capacity.PCI_PREFIX)
-    )
-
-
-def _pci_planner(wanted):
-    """``plan(pci_inventory text, PCI usage)``: the PCI allocation of ``wanted`` on a
-    node, or None. Nodes alike in inventory and usage are planned once per request:
-    most nodes of a large cloud look alike."""
-    if not wanted.requests:
-        return lambda inventory, used: {}
-
-    @functools.cache
-    def plan(inventory, used):
-        stats = PciDeviceStats.from_capacity(_inventory(inventory), dict(used))
-        return stats.allocation_for(wanted.requests, wanted.numa_cells)
-
-    return plan
-
-
-@functools.lru_cache(maxsize=1024)
-def _inventory(text):
-    return PciDevicePoolList.from_json(text).objects
+    size = pcisim_conf.CONF.filter_scheduler.host_subset_size
+    node = random.choice(heapq.nlargest(size, fitting, key=FREE_MEMORY))
+    return node, node.allocation_for(wanted)
 
 
 def select_destination(context, instance, numa_cells=None, exclude=()):

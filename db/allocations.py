@@ -53,6 +53,18 @@ def host_states(context, node_ids=None):
     return list(connection.execute(nodes)), used
 
 
+@reader
+def changed_host_states(context, known):
+    """The live nodes whose generation is not the one ``known`` ({node id:
+    generation}) holds, as ``host_states`` returns them, and the ids of every live
+    node; one transaction, which reads the others' generations from an index only."""
+    query = sa.select(NODES.c.id, NODES.c.generation).where(NODES.c.deleted == 0)
+    generations = dict(context.session.connection().execute(query).all())
+    changed = sorted(i for i, g in generations.items() if known.get(i) != g)
+    rows, used = host_states(context, changed) if changed else ([], {})
+    return rows, used, set(generations)
+
+
 @writer
 def claim(context, node_id, generation, consumer_uuid, resources):
     """Allocate ``resources`` ({resource: used}) of node ``node_id`` to the consumer,

@@ -56,6 +56,9 @@ class ComputeNode(Base):
             "host", "hypervisor_hostname", "deleted", name="uniq_compute_nodes0host0node0deleted"
         ),
         sa.UniqueConstraint("uuid", name="uniq_compute_nodes0uuid"),
+        # NOTE: covers the scheduler's read of every node's generation, which then
+        # reads no row of the table itself.
+        sa.Index("compute_nodes_deleted_id_generation_idx", "deleted", "id", "generation"),
     )
 
     uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False)

@@ -40,6 +40,11 @@ def upgrade():
     for table in ("compute_nodes", "shadow_compute_nodes"):
         for column in _node_columns():
             op.add_column(table, column)
+    op.create_index(
+        "compute_nodes_deleted_id_generation_idx",
+        "compute_nodes",
+        ["deleted", "id", "generation"],
+    )
     op.create_table(
         "allocations",
         *_allocation_columns(),

@@ -1,0 +1,84 @@
+"""The scheduler's view of every node, cached and kept true by the nodes' generations.
+
+Reading every node's row, PCI inventory and allocations for each request cost the
+scheduler most of its time at 1,000 nodes. A node's generation changes with every
+change of its inventory or allocations (``db/allocations.py``), so a request reads
+only each node's generation, and the full state of the nodes whose generation moved.
+What a request needs of a node (does it fit, and what would it take) is planned once
+per generation of that node and kind of request.
+
+A view can still be stale by the time the allocation is written: the compare-and-swap
+of ``db.allocations.claim`` refuses it then, and the scheduler chooses again.
+"""
+
+import functools
+import threading
+
+from pcisim.db import allocations as db_allocations
+from pcisim.objects.pci_device_pool import PciDevicePoolList
+from pcisim.pci import capacity
+from pcisim.pci.stats import PciDeviceStats
+
+
+class NodeState:
+    """One node at one generation: its totals, its allocations' sums, its inventory."""
+
+    def __init__(self, row, used):
+        self.id, self.host, self.nodename = row.id, row.host, row.hypervisor_hostname
+        self.place = (self.host, self.nodename)
+        self.generation = row.generation
+        self.totals = {name: getattr(row, column) for name, column in capacity.NODE_TOTALS.items()}
+        self.used = used
+        self.free_memory = self.totals[capacity.MEMORY_MB] - used.get(capacity.MEMORY_MB, 0)
+        self.inventory = _inventory(row.pci_inventory)
+        self._plans = {}  # Wanted.key -> {resource: used}, or None when it does not fit
+
+    def allocation_for(self, wanted):
+        """{resource: used} that ``wanted`` (a ``Wanted``) would take here, or None."""
+        try:
+            return self._plans[wanted.key]
+        except KeyError:
+            plan = self._plans[wanted.key] = self._plan(wanted)
+            return plan
+
+    def has_room(self, resources):
+        return all(
+            self.used.get(name, 0) + amount <= self.totals[name]
+            for name, amount in resources.items()
+        )
+
+    def _plan(self, wanted):
+        if not self.has_room(wanted.resources):
+            return None
+        devices = {}
+        if wanted.requests:
+            stats = PciDeviceStats.from_capacity(self.inventory, self.used)
+            devices = stats.allocation_for(wanted.requests, wanted.numa_cells)
+            if devices is None:
+                return None
+        return {**wanted.resources, **devices}
+
+
+class HostStates:
+    """Every live node's ``NodeState``, shared by the scheduler's threads."""
+
+    def __init__(self):
+        self._nodes = {}  # node id -> NodeState
+        self._lock = threading.Lock()
+
+    def current(self, context):
+        """Every live node as it is now: one query, and two more for those changed."""
+        with self._lock:
+            nodes = dict(self._nodes)
+        known = {node_id: state.generation for node_id, state in nodes.items()}
+        rows, usage, live = db_allocations.changed_host_states(context, known)
+        nodes = {node_id: state for node_id, state in nodes.items() if node_id in live}
+        nodes.update((row.id, NodeState(row, usage.get(row.id, {}))) for row in rows)
+        with self._lock:
+            self._nodes = nodes
+        return list(nodes.values())
+
+
+@functools.lru_cache(maxsize=1024)
+def _inventory(text):
+    return PciDevicePoolList.from_json(text).objects
