@@ -1,5 +1,7 @@
 """Boots racing for the last free device: exactly one wins, and a device never has two
-holders, even with two conductors scheduling at once and two computes writing one node.
+holders, even with two conductors scheduling at once and two computes writing one node;
+and no build is rescheduled for losing a race: the allocation each winner gets when its
+node is chosen decides, before any compute claims.
 
 The computes of a host serialize their claims in memory, so one compute alone never
 double-allocates; a second writer of the same node (a compute that was replaced but
@@ -16,6 +18,7 @@ import pytest
 from pcisim import conf, context, exception, testing
 from pcisim.compute import service as compute_service
 from pcisim.compute.driver import SimulatedDriver
+from pcisim.conductor import compute_task
 from pcisim.conductor import service as conductor_service
 from pcisim.objects.instance import Instance
 from pcisim.objects.instance_fault import InstanceFaultList
@@ -37,12 +40,26 @@ SRIOV_HOST = {"nic": "node-nic=pfs=1,vfs_per_pf=1"}
 IN_PROCESS = conf.IN_PROCESS_TRANSPORT_URL
 
 
-@pytest.fixture(scope="module", params=["sqlite", "mysql"])
+@pytest.fixture(scope="module", params=["sqlite", "mysql", "postgresql"])
 def database(request, tmp_path_factory):
-    """SQLite (writers serialized by BEGIN IMMEDIATE) and MariaDB (row locks)."""
+    """SQLite (writers serialized by BEGIN IMMEDIATE), MariaDB and PostgreSQL (row
+    locks)."""
     scratch = backends.ScratchDatabase(request.param, tmp_path_factory)
     yield scratch
     scratch.drop()
+
+
+@pytest.fixture
+def reschedules(monkeypatch):
+    """The reasons of every reschedule any conductor of this process is asked for."""
+    reasons, reschedule = [], compute_task.ComputeTaskManager.reschedule
+
+    def counted(self, context, instance, request_spec, reason):
+        reasons.append(reason)
+        return reschedule(self, context, instance, request_spec, reason)
+
+    monkeypatch.setattr(compute_task.ComputeTaskManager, "reschedule", counted)
+    return reasons
 
 
 def _plane(hosts, transport_url):
@@ -118,14 +135,18 @@ def _assert_one_winner_per_device(outcomes, devices):
     assert len(devices_held) == len(set(devices_held))
 
 
-def test_boots_racing_for_the_last_gpus_give_each_to_one_instance(db, rabbit_url):
+def test_boots_racing_for_the_last_gpus_give_each_to_one_instance(db, rabbit_url, reschedules):
     with _plane(GPU_HOSTS, rabbit_url) as plane, _second_writers(plane):
         _assert_one_winner_per_device(_boot_at_once(plane, ["gpu:1"] * 6), devices=2)
+    assert reschedules == []
 
 
-def test_boots_racing_for_a_pf_and_its_vf_give_the_pair_to_one_instance(db, rabbit_url):
+def test_boots_racing_for_a_pf_and_its_vf_give_the_pair_to_one_instance(
+    db, rabbit_url, reschedules
+):
     with _plane(SRIOV_HOST, rabbit_url) as plane, _second_writers(plane):
         _assert_one_winner_per_device(_boot_at_once(plane, ["pf:1", "vf:1"] * 3), devices=1)
+    assert reschedules == []
 
 
 def test_a_stale_compute_cannot_claim_a_device_the_other_one_gave_away(db):
