@@ -166,6 +166,32 @@ def heal(context, node_id, held):
     return {"added": added, "removed": removed}
 
 
+@reader
+def orphaned(context):
+    """[(node id, consumer uuid)] of the allocations whose consumer is not a live,
+    non-ERROR instance on that node: what no flow will release (an operator's audit
+    reports them; ``heal`` removes them when the node's compute runs)."""
+    holder = INSTANCES.alias("holder")
+    query = (
+        sa.select(ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.consumer_uuid)
+        .join(NODES, NODES.c.id == ALLOCATIONS.c.compute_node_id)
+        .outerjoin(
+            holder,
+            sa.and_(
+                holder.c.uuid == ALLOCATIONS.c.consumer_uuid,
+                holder.c.deleted == 0,
+                holder.c.host == NODES.c.host,
+                holder.c.node == NODES.c.hypervisor_hostname,
+                sa.or_(holder.c.vm_state.is_(None), holder.c.vm_state != ERROR),
+            ),
+        )
+        .where(holder.c.id.is_(None))
+        .group_by(ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.consumer_uuid)
+        .order_by(ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.consumer_uuid)
+    )
+    return [tuple(row) for row in context.session.connection().execute(query)]
+
+
 def _live_instances_on(connection, node, uuids):
     if not uuids:
         return set()
