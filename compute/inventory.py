@@ -11,13 +11,13 @@ docs/inventory.md describes the format.
 
 import collections
 import dataclasses
-import json
 import pathlib
 import re
 from collections.abc import Hashable
 
 import yaml
 
+from pcisim import strict_json
 from pcisim.exception import InvalidInventory, InvalidPciAddress
 from pcisim.objects.fields import PciDeviceType
 from pcisim.pci import ids, report
@@ -173,7 +173,7 @@ def _read_document(path, where):
     is_json = str(path).endswith(".json")
     try:
         if is_json:
-            return json.loads(text, object_pairs_hook=_json_object)
+            return strict_json.loads(text)
         return yaml.load(text, Loader=_UniqueKeyLoader)
     except (ValueError, yaml.YAMLError) as error:
         raise where.error(f"is not valid {'JSON' if is_json else 'YAML'}: {_one_line(error)}")
@@ -187,16 +187,6 @@ def _one_line(error):
         return " ".join(str(error).split())
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     return f"{problem}{where}"
-
-
-def _json_object(pairs):
-    """A JSON object, refused if it gives a key twice (json keeps the last silently)."""
-    mapping = {}
-    for key, value in pairs:
-        if key in mapping:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        mapping[key] = value
-    return mapping
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -23,7 +23,7 @@ import re
 
 import jsonschema
 
-from pcisim import exception
+from pcisim import exception, strict_json
 from pcisim.api import errors
 
 _ATTRIBUTE = "_pcisim_api_declaration"
@@ -117,7 +117,7 @@ def _json_body(request):
             f"body: Content-Type {request.mimetype or '(none)'!r} is not application/json",
         )
     try:
-        body = json.loads(data, object_pairs_hook=_unique_keys)
+        body = strict_json.loads(data)
         json.dumps(body, ensure_ascii=False).encode()
     except UnicodeEncodeError:
         reason = "body: not valid Unicode: a \\u escape gives an unpaired surrogate"
@@ -125,15 +125,6 @@ def _json_body(request):
     except (ValueError, RecursionError) as error:
         raise errors.ApiError(400, "request.malformed_json", f"body: not valid JSON: {error}")
     return body
-
-
-def _unique_keys(pairs):
-    mapping = {}
-    for key, value in pairs:
-        if key in mapping:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        mapping[key] = value
-    return mapping
 
 
 def _query(request, query_schema):

@@ -117,19 +117,20 @@ def test_instance_pci_requests_1_0_carries_requests_1_0():
     assert "numa_policy" not in child["pcisim_object.data"]
 
 
-def test_compute_node_1_0_drops_its_nested_pools():
-    pools = PciDevicePoolList(
-        objects=[
-            PciDevicePool(
-                vendor_id="8086",
-                product_id="1520",
-                numa_node=0,
-                dev_type="type-VF",
-                tags={},
-                count=3,
-            )
-        ]
+def _inventory_pool():
+    return PciDevicePool(
+        vendor_id="8086",
+        product_id="1520",
+        numa_node=0,
+        dev_type="type-VF",
+        tags={},
+        count=8,
+        group="0000:81:00.0",
     )
+
+
+def test_compute_node_1_0_drops_its_nested_pools():
+    pools = PciDevicePoolList(objects=[_inventory_pool()])
     node = ComputeNode(id=1, host="h", hypervisor_hostname="n", pci_device_pools=pools)
     data = node.obj_to_primitive("1.0")["pcisim_object.data"]
     assert "pci_device_pools" not in data
@@ -143,18 +144,6 @@ def test_instance_1_0_carries_a_device_list_1_1():
     assert devices["pcisim_object.version"] == "1.1"
     (device,) = devices["pcisim_object.data"]["objects"]
     assert device["pcisim_object.version"] == "1.1"
-
-
-def _inventory_pool():
-    return PciDevicePool(
-        vendor_id="8086",
-        product_id="1520",
-        numa_node=0,
-        dev_type="type-VF",
-        tags={},
-        count=8,
-        group="0000:81:00.0",
-    )
 
 
 def test_compute_node_1_1_drops_its_inventory_and_carries_pools_1_0():
