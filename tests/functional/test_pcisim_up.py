@@ -175,7 +175,8 @@ def test_pcisim_trace_shows_the_last_delete_from_the_api_to_the_compute(up, up_d
     )
     assert shown.stdout.startswith("flow req-")
     assert f"DELETE /servers/{server_id}" in shown.stdout.splitlines()[0]
-    assert "terminate_instance" in shown.stdout and "PciDeviceList.save_batch" in shown.stdout
+    assert "terminate_instance" in shown.stdout
+    assert "ComputeNode.save_with_devices" in shown.stdout
 
 
 def test_pcisim_trace_draws_a_mermaid_sequence_diagram(up, up_directory):

@@ -83,11 +83,10 @@ def test_a_boot_is_one_flow_api_to_conductor_to_compute(plane, recording):
     ]
     assert ("api", "conductor", "call", "schedule_and_build_instances") not in messages[2:]
     compute_calls = [what for sender, _, _, what in messages if sender == HOST]
-    # the claim saves the devices and the node; the allocation only the devices (the
-    # node's usage and pools are unchanged); then the instance
+    # the claim saves the devices and the node in one call; the allocation only the
+    # devices (the node's usage and pools are unchanged); then the instance
     assert compute_calls == [
-        "PciDeviceList.save_batch",
-        "ComputeNode.save",
+        "ComputeNode.save_with_devices",
         "PciDeviceList.save_batch",
         "Instance.save",
     ]
@@ -96,11 +95,12 @@ def test_a_boot_is_one_flow_api_to_conductor_to_compute(plane, recording):
 def test_a_delete_is_one_flow_in_which_the_compute_frees_the_devices(plane, recording):
     instance_uuid, _ = plane.boot("vm", "gpu:1")
     plane.delete(instance_uuid)
-    messages, _ = _flow_with(plane, recording, "terminate_instance", "ComputeNode.save")
+    freed = "ComputeNode.save_with_devices"
+    messages, _ = _flow_with(plane, recording, "terminate_instance", freed)
     assert messages[0] == ("api", "conductor", "call", "Instance.get_by_uuid")
     assert ("api", HOST, "cast", "terminate_instance") in messages
     compute_calls = [what for sender, _, _, what in messages if sender == HOST]
-    assert compute_calls.index("Instance.destroy") < compute_calls.index("PciDeviceList.save_batch")
+    assert compute_calls.index("Instance.destroy") < compute_calls.index(freed)
 
 
 def test_each_message_names_its_rpc_and_object_versions_and_how_long_it_took(plane, recording):
