@@ -316,7 +316,7 @@ class _PlanState:
             return self._take_count(pool, wanted)
         if self.allowed is not None:
             wanted = min(wanted, self.allowed[pool.resource])
-        if pool.parent_addr in self.pfs_in_use:
+        if pool.parent_addr in self.chosen:
             return []
         picked = []
         for address, device in pool.devices.items():

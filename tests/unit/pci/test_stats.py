@@ -143,6 +143,14 @@ def test_one_plan_never_takes_a_pf_and_one_of_its_vfs():
     assert not stats.support_requests([_request(PF_SPEC), _request(VF_SPEC)])
 
 
+def test_two_requests_take_two_vfs_of_one_pf():
+    stats = PciDeviceStats()
+    _sriov(stats, pf_count=1, vfs=2)
+    claimed = stats.consume_requests([_request(VF_SPEC), _request(VF_SPEC)], "i-1")
+    assert len({d.address for d in claimed}) == 2
+    assert {d.parent_addr for d in claimed} == {"0000:10:00.0"}
+
+
 def test_one_plan_takes_a_pf_and_a_vf_of_another_pf():
     stats = PciDeviceStats()
     tree = _sriov(stats, pf_count=2, vfs=1)
