@@ -38,7 +38,12 @@ ERROR = "error"
 @reader
 def host_states(context, node_ids=None):
     """The live nodes (``node_ids`` of them, or all) as the scheduler needs them, and
-    their usage: ([row], {node id: {resource: used}})."""
+    their usage: ([row], {node id: {resource: used}}).
+
+    The nodes are read before their usage: where each statement sees what was committed
+    before it (PostgreSQL's READ COMMITTED), a claim landing between the two reads then
+    pairs an old generation with the new usage, which the claim's swap refuses, and
+    never the new generation with the old usage, which it would accept."""
     nodes = sa.select(*STATE_COLUMNS).where(NODES.c.deleted == 0).order_by(NODES.c.id)
     usage = sa.select(
         ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource, sa.func.sum(ALLOCATIONS.c.used)
@@ -47,10 +52,11 @@ def host_states(context, node_ids=None):
         nodes = nodes.where(NODES.c.id.in_(node_ids))
         usage = usage.where(ALLOCATIONS.c.compute_node_id.in_(node_ids))
     connection = context.session.connection()
+    rows = list(connection.execute(nodes))
     used = collections.defaultdict(dict)
     for node_id, resource, amount in connection.execute(usage):
         used[node_id][resource] = int(amount)
-    return list(connection.execute(nodes)), used
+    return rows, used
 
 
 @reader
