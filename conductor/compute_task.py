@@ -38,6 +38,7 @@ class ComputeTaskManager:
 
     def __init__(self, compute_rpcapi):
         self.compute_rpcapi = compute_rpcapi
+        self.scheduler = scheduler.Scheduler()
 
     @_with_database
     def schedule_and_build_instances(self, context, instance, request_spec):
@@ -77,8 +78,7 @@ class ComputeTaskManager:
             return
         self.compute_rpcapi.build_and_run_instance(context, instance, host, node, request_spec)
 
-    @staticmethod
-    def _select(context, instance, request_spec, write):
+    def _select(self, context, instance, request_spec, write):
         """A (host, node) not tried yet, recorded as tried, the instance's row written
         with it by ``write`` (its ``create`` or ``save``), and in allocations mode its
         allocation there, in ``request_spec["allocation"]``; ``NoValidHost`` if none."""
@@ -95,7 +95,7 @@ class ComputeTaskManager:
                 host, node = scheduler.select_destination(context, instance, numa_cells, tried)
                 record(host, node)
             else:
-                host, node, allocation = scheduler.claim_destination(
+                host, node, allocation = self.scheduler.claim_destination(
                     context, instance, numa_cells, tried, record
                 )
                 request_spec["allocation"] = allocation

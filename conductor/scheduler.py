@@ -9,7 +9,8 @@ Two modes (``[scheduler] claim_mode``):
     choice made from a view another allocation made stale fails that swap, and is made
     again from a fresh view, here: it never becomes a reschedule through the compute.
     Among the ``[filter_scheduler] host_subset_size`` best nodes the choice is random,
-    so that concurrent requests seldom collide at all.
+    and nodes tied for a place rank in random order, so that concurrent requests seldom
+    collide at all.
 
 ``legacy``
     The choice uses what the computes published (their usage and free PCI pools), so
@@ -17,13 +18,14 @@ Two modes (``[scheduler] claim_mode``):
     sends the instance back here for another node.
 """
 
+import datetime
 import functools
 import heapq
-import operator
 import random
 
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
+from oslo_utils import timeutils
 
 from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
@@ -33,7 +35,6 @@ from pcisim.db import allocations as db_allocations
 from pcisim.db import api as db_api
 from pcisim.db import engine as db_engine
 from pcisim.objects.pci_device_pool import PciDevicePoolList
-from pcisim.objects.service import ServiceList
 from pcisim.pci import capacity
 from pcisim.pci.stats import PciDeviceStats
 
@@ -41,35 +42,41 @@ LOG = logging.getLogger(__name__)
 # NOTE: each conflict means another allocation was written meanwhile, so the retries
 # make progress; this only bounds a request that keeps losing.
 MAX_GENERATION_CONFLICTS = 50
-HOST_STATES = host_states.HostStates()
-FREE_MEMORY = operator.attrgetter("free_memory")
 
 
-def claim_destination(context, instance, numa_cells=None, exclude=(), record=None):
-    """Choose a node for ``instance``, allocate what it needs there and run
-    ``record(host, node)`` (which writes the instance's row), all in one transaction.
+class Scheduler:
+    """One conductor's scheduler, with its cached view of the nodes (``HostStates``)."""
 
-    Returns ``(host, node, allocation)``, the allocation as {resource: used}. Raises
-    ``NoValidHost`` when no node that is up and not in ``exclude`` has room, or after
-    ``MAX_GENERATION_CONFLICTS`` lost swaps.
-    """
-    wanted = Wanted(instance, numa_cells)
-    up = _up_hosts(context)
-    for _ in range(MAX_GENERATION_CONFLICTS):
-        node, allocation = _choose(HOST_STATES.current(context), up, exclude, wanted)
-        faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
-        try:
-            with db_engine.write_transaction(context):
-                db_allocations.claim(context, node.id, node.generation, instance.uuid, allocation)
-                if record is not None:
-                    record(node.host, node.nodename)
-        except exception.ComputeNodeGenerationConflict as error:
-            LOG.debug("Choosing again for %s: %s", instance.uuid, error)
-            continue
-        return node.host, node.nodename, allocation
-    raise exception.NoValidHost(
-        reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
-    )
+    def __init__(self):
+        self.host_states = host_states.HostStates()
+
+    def claim_destination(self, context, instance, numa_cells=None, exclude=(), record=None):
+        """Choose a node for ``instance``, allocate what it needs there and run
+        ``record(host, node)`` (which writes the instance's row), all in one transaction.
+
+        Returns ``(host, node, allocation)``, the allocation as {resource: used}. Raises
+        ``NoValidHost`` when no node that is up and not in ``exclude`` has room, or after
+        ``MAX_GENERATION_CONFLICTS`` lost swaps.
+        """
+        wanted = Wanted(instance, numa_cells)
+        up = _up_hosts(context)
+        for _ in range(MAX_GENERATION_CONFLICTS):
+            node, allocation = _choose(self.host_states.current(context), up, exclude, wanted)
+            faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
+            try:
+                with db_engine.write_transaction(context):
+                    db_allocations.claim(
+                        context, node.id, node.generation, instance.uuid, allocation
+                    )
+                    if record is not None:
+                        record(node.host, node.nodename)
+            except exception.ComputeNodeGenerationConflict as error:
+                LOG.debug("Choosing again for %s: %s", instance.uuid, error)
+                continue
+            return node.host, node.nodename, allocation
+        raise exception.NoValidHost(
+            reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
+        )
 
 
 class Wanted:
@@ -99,12 +106,9 @@ def _request_key(request):
 
 
 def _up_hosts(context):
-    down_after = pcisim_conf.CONF.service_down_time
-    return {
-        s.host
-        for s in ServiceList.get_all_by_binary(context, compute_rpcapi.BINARY)
-        if s.is_up(down_after)
-    }
+    down_after = datetime.timedelta(seconds=pcisim_conf.CONF.service_down_time)
+    seen_since = timeutils.utcnow() - down_after
+    return db_api.service_hosts_up(context, compute_rpcapi.BINARY, seen_since)
 
 
 def _choose(nodes, up, exclude, wanted):
@@ -121,8 +125,15 @@ def _choose(nodes, up, exclude, wanted):
             reason=f"no node can provide PCI devices {_names(wanted.requests)}"
         )
     size = pcisim_conf.CONF.filter_scheduler.host_subset_size
-    node = random.choice(heapq.nlargest(size, fitting, key=FREE_MEMORY))
+    node = random.choice(heapq.nlargest(size, fitting, key=_free_memory_then_chance))
     return node, node.allocation_for(wanted)
+
+
+def _free_memory_then_chance(node):
+    """Nodes tied on free memory (identical nodes, at first all of them) rank in a
+    random order: otherwise every request would choose among the same first few, and
+    concurrent ones would lose each other's swaps."""
+    return node.free_memory, random.random()
 
 
 def select_destination(context, instance, numa_cells=None, exclude=()):

@@ -554,6 +554,21 @@ def service_get_all_by_binary(context, binary):
     return list(context.session.scalars(query))
 
 
+@reader
+def service_hosts_up(context, binary, seen_since):
+    """The hosts whose ``binary`` service is live, not forced down and was seen at or
+    after ``seen_since`` (naive UTC): the scheduler's question, answered without
+    building a Service object per host."""
+    services = models.Service.__table__
+    query = sa.select(services.c.host).where(
+        services.c.binary == binary,
+        services.c.deleted == 0,
+        services.c.forced_down == sa.false(),
+        services.c.last_seen_up >= seen_since,
+    )
+    return set(context.session.scalars(query))
+
+
 @_retry_on_deadlock
 @writer
 def service_update(context, service_id, values):
