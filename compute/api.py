@@ -12,8 +12,8 @@ from oslo_log import log as logging
 
 from pcisim import conf as pcisim_conf
 from pcisim import exception
+from pcisim.compute import BINARY, states
 from pcisim.compute import rpcapi as compute_rpcapi
-from pcisim.compute import states
 from pcisim.conductor import rpcapi as conductor_rpcapi
 from pcisim.objects.instance import Instance
 from pcisim.objects.service import Service
@@ -79,7 +79,7 @@ class API:
     @staticmethod
     def _compute_is_up(context, host):
         try:
-            service = Service.get_by_host_and_binary(context, host, compute_rpcapi.BINARY)
+            service = Service.get_by_host_and_binary(context, host, BINARY)
         except exception.ServiceNotFound:
             return False
         return service.is_up(pcisim_conf.CONF.service_down_time)

@@ -10,8 +10,6 @@ from pcisim import conf as pcisim_conf
 from pcisim import rpc
 
 RPC_API_VERSION = "1.0"
-# The compute service's binary, as its Service records name it.
-BINARY = "pcisim-compute"
 
 
 class ComputeAPI:

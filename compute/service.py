@@ -5,14 +5,13 @@ from oslo_log import log as logging
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import exception
+from pcisim.compute import BINARY
 from pcisim.compute import manager as compute_manager
-from pcisim.compute import rpcapi as compute_rpcapi
 from pcisim.conductor import rpcapi as conductor_rpcapi
 from pcisim.objects.service import Service
 from pcisim.service import RPCService
 
 LOG = logging.getLogger(__name__)
-BINARY = compute_rpcapi.BINARY
 CONF = pcisim_conf.CONF
 
 

@@ -29,7 +29,7 @@ from oslo_utils import timeutils
 
 from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
-from pcisim.compute import rpcapi as compute_rpcapi
+from pcisim.compute import BINARY as COMPUTE_BINARY
 from pcisim.conductor import host_states
 from pcisim.db import allocations as db_allocations
 from pcisim.db import api as db_api
@@ -108,7 +108,7 @@ def _request_key(request):
 def _up_hosts(context):
     down_after = datetime.timedelta(seconds=pcisim_conf.CONF.service_down_time)
     seen_since = timeutils.utcnow() - down_after
-    return db_api.service_hosts_up(context, compute_rpcapi.BINARY, seen_since)
+    return db_api.service_hosts_up(context, COMPUTE_BINARY, seen_since)
 
 
 def _choose(nodes, up, exclude, wanted):

@@ -3,11 +3,9 @@
 from pcisim import conf as pcisim_conf
 from pcisim import dbaccess
 from pcisim.compute import rpcapi as compute_rpcapi
-from pcisim.conductor import compute_task, manager
+from pcisim.conductor import BINARY, compute_task, manager
 from pcisim.objects import base as objects_base
 from pcisim.service import RPCService
-
-BINARY = "pcisim-conductor"
 
 
 class ConductorService(RPCService):

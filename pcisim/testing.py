@@ -30,9 +30,9 @@ from pcisim import concurrency
 concurrency.select_backend()
 
 # isort: split
+from pcisim import compute, dbaccess, exception, rpc, trace
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
-from pcisim import dbaccess, exception, rpc, trace
 from pcisim.api import app as api_app
 from pcisim.compute import api as compute_api
 from pcisim.compute import service as compute_service
@@ -168,7 +168,7 @@ class ControlPlane:
         return self.start_compute(host)
 
     def set_forced_down(self, host, forced_down):
-        record = Service.get_by_host_and_binary(self.context, host, compute_service.BINARY)
+        record = Service.get_by_host_and_binary(self.context, host, compute.BINARY)
         record.forced_down = forced_down
         record.save()
 

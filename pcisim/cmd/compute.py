@@ -14,6 +14,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from pcisim import cmd, dbaccess, exception
+from pcisim.compute import BINARY
 from pcisim.compute import driver as compute_driver
 from pcisim.pci import devspec
 
@@ -21,7 +22,6 @@ from pcisim.pci import devspec
 # the functions, once main() has selected the concurrency backend.
 
 LOG = logging.getLogger(__name__)
-BINARY = "pcisim-compute"
 CONF = cfg.CONF
 
 

@@ -12,12 +12,12 @@ import sys
 from oslo_log import log as logging
 
 from pcisim import cmd, exception
+from pcisim.conductor import BINARY
 
 # NOTE: every module that imports oslo.messaging (or oslo.service) is imported inside
 # the functions, once main() has selected the concurrency backend.
 
 LOG = logging.getLogger(__name__)
-BINARY = "pcisim-conductor"
 
 
 def build_service():

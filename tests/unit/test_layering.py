@@ -1,7 +1,7 @@
 """Layers point one way: compute and pci never reach the database except by objects.
 
-The compute and the conductor may use each other's RPC clients (``*.rpcapi``), never
-each other's server side.
+The compute and the conductor may use each other's RPC clients (``*.rpcapi``) and
+binary names (``BINARY``), never each other's server side.
 
 A static walk of every module's imports. ``pcisim`` is the glue package (config,
 context, exceptions, RPC, services, commands) and may import any layer, but the
@@ -19,7 +19,15 @@ LAYERS = {"objects", "compute", "conductor", "db", "pci"}
 ALLOWED = {
     "db": {"db", "pcisim"},
     "objects": {"objects", "db", "pcisim"},
-    "conductor": {"conductor", "objects", "db", "pci", "pcisim", "compute.rpcapi"},
+    "conductor": {
+        "conductor",
+        "objects",
+        "db",
+        "pci",
+        "pcisim",
+        "compute.rpcapi",
+        "compute.BINARY",
+    },
     "pci": {"pci", "objects", "pcisim"},
     "compute": {"compute", "pci", "objects", "pcisim", "conductor.rpcapi"},
 }

@@ -2,7 +2,7 @@
 
 import uuid
 
-from pcisim.compute import rpcapi as compute_rpcapi
+from pcisim.compute import BINARY
 from pcisim.conductor import scheduler
 from pcisim.db import allocations
 from pcisim.objects.instance import Instance
@@ -20,7 +20,7 @@ def _nodes_up(ctxt, hosts):
 
 
 def _service_up(ctxt, host):
-    service = Service(ctxt, host=host, binary=compute_rpcapi.BINARY, topic="compute")
+    service = Service(ctxt, host=host, binary=BINARY, topic="compute")
     service.create()
     service.heartbeat()
 

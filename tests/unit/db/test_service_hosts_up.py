@@ -4,9 +4,9 @@ import datetime
 
 from oslo_utils import timeutils
 
+from pcisim.compute import BINARY
 from pcisim.db import api
 
-BINARY = "pcisim-compute"
 NOW = timeutils.utcnow()
 A_MINUTE = datetime.timedelta(seconds=60)
 
