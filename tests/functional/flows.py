@@ -5,15 +5,33 @@ sees what was written rather than what an object believes; everything else goes 
 the control plane's API and objects.
 """
 
+import collections
+import threading
+
 import sqlalchemy as sa
 
-from pcisim import dbaccess, testing
+from pcisim import context, dbaccess, testing
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.db import allocations as db_allocations
+from pcisim.db import api as db_api
 from pcisim.db import engine, models
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.instance import Instance
+from pcisim.objects.instance_fault import InstanceFaultList
+from pcisim.pci.devspec import DeviceSpecList
+from pcisim.pci.request import parse_aliases
 
 DEVICES = models.PciDevice.__table__
 SHADOW_DEVICES = models.shadow_of(DEVICES)
+ALLOCATIONS = models.Allocation.__table__
+SPECS = DeviceSpecList.from_config(['{"vendor_id": "8086"}', '{"vendor_id": "10de"}'])
+ALIASES = parse_aliases(
+    [
+        '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
+        '{"name": "pf", "vendor_id": "8086", "product_id": "1521", "device_type": "type-PF"}',
+        '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
+    ]
+)
 IDENTITY = ("compute_node_id", "address", "vendor_id", "product_id", "dev_type", "label", "status")
 HELD = ("claimed", "allocated")
 
@@ -33,6 +51,34 @@ def devices(table=DEVICES, live=True, **where):
     return _rows(query)
 
 
+def allocations(**where):
+    """Rows of ``allocations`` matching ``where``."""
+    query = sa.select(ALLOCATIONS).order_by(ALLOCATIONS.c.id)
+    for column, value in where.items():
+        query = query.where(ALLOCATIONS.c[column] == value)
+    return _rows(query)
+
+
+def allocations_by_node():
+    """{node id: {consumer: {resource: used}}} of every allocation."""
+    found = collections.defaultdict(lambda: collections.defaultdict(dict))
+    for row in allocations():
+        found[row["compute_node_id"]][row["consumer_uuid"]][row["resource"]] = row["used"]
+    return found
+
+
+def allocations_of(plane, instance_uuid):
+    """{node id: {resource: used}} of the instance's allocations."""
+    with dbaccess.granted():
+        return db_allocations.get_by_consumer(plane.context, instance_uuid)
+
+
+def nodes(plane):
+    """The live compute node rows."""
+    with dbaccess.granted():
+        return db_api.compute_node_get_all(plane.context)
+
+
 def rows_missing_identity():
     """Every row of ``pci_devices`` and ``shadow_pci_devices`` lacking an identity field."""
     return [
@@ -45,6 +91,22 @@ def rows_missing_identity():
 def held_devices():
     """Live rows claimed by or allocated to an instance, or naming one."""
     return [d for d in devices() if d["status"] in HELD or d["instance_uuid"] is not None]
+
+
+def holders():
+    """Each instance holding devices, with the (node, address) of each."""
+    held = {}
+    for device in held_devices():
+        where = (device["compute_node_id"], device["address"])
+        held.setdefault(device["instance_uuid"], []).append(where)
+    return held
+
+
+def control_plane(hosts):
+    """A control plane (not started) of ``{host: '[compute] inventory' value}``, with
+    SPECS and ALIASES."""
+    drivers = {host: SimulatedDriver.from_config([spec]) for host, spec in hosts.items()}
+    return testing.ControlPlane(drivers, SPECS, ALIASES)
 
 
 def pools(plane, host, node):
@@ -66,3 +128,28 @@ def delete(plane, instance_uuid):
     plane.api.delete(plane.context, Instance.get_by_uuid(plane.context, instance_uuid))
     plane.wait_for(instance_uuid, done=("deleted",))
     testing.wait_until(lambda: not devices(instance_uuid=instance_uuid), what="devices freed")
+
+
+def boot_at_once(plane, requests, **flavor):
+    """Create one instance per request, from as many threads released together, and
+    wait for every build to end. Returns each instance's (vm_state, fault message)."""
+    release, uuids = threading.Barrier(len(requests)), []
+
+    def create(request):
+        release.wait()
+        instance = plane.api.create(
+            context.get_admin_context(), "racer", pci_requests=request, **flavor
+        )
+        uuids.append(instance.uuid)
+
+    threads = [threading.Thread(target=create, args=(request,)) for request in requests]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    states = {uuid: plane.wait_for(uuid, timeout=60) for uuid in uuids}
+    faults = {
+        fault.instance_uuid: fault.message
+        for fault in InstanceFaultList.get_by_instance_uuids(plane.context, uuids)
+    }
+    return {uuid: (state, faults.get(uuid)) for uuid, state in states.items()}

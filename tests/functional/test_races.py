@@ -15,13 +15,11 @@ import threading
 
 import pytest
 
-from pcisim import conf, context, exception, testing
+from pcisim import conf, exception, testing
 from pcisim.compute import service as compute_service
 from pcisim.compute.driver import SimulatedDriver
-from pcisim.conductor import compute_task
 from pcisim.conductor import service as conductor_service
 from pcisim.objects.instance import Instance
-from pcisim.objects.instance_fault import InstanceFaultList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
 from tests import backends
@@ -47,19 +45,6 @@ def database(request, tmp_path_factory):
     scratch = backends.ScratchDatabase(request.param, tmp_path_factory)
     yield scratch
     scratch.drop()
-
-
-@pytest.fixture
-def reschedules(monkeypatch):
-    """The reasons of every reschedule any conductor of this process is asked for."""
-    reasons, reschedule = [], compute_task.ComputeTaskManager.reschedule
-
-    def counted(self, context, instance, request_spec, reason):
-        reasons.append(reason)
-        return reschedule(self, context, instance, request_spec, reason)
-
-    monkeypatch.setattr(compute_task.ComputeTaskManager, "reschedule", counted)
-    return reasons
 
 
 def _plane(hosts, transport_url):
@@ -93,43 +78,11 @@ def _second_writers(plane):
             stopper.join()
 
 
-def _boot_at_once(plane, requests):
-    """Create one instance per request, from as many threads released together, and
-    wait for every build to end. Returns each instance's (vm_state, fault message)."""
-    release, uuids = threading.Barrier(len(requests)), []
-
-    def create(request):
-        release.wait()
-        instance = plane.api.create(context.get_admin_context(), "racer", pci_requests=request)
-        uuids.append(instance.uuid)
-
-    threads = [threading.Thread(target=create, args=(request,)) for request in requests]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    states = {uuid: plane.wait_for(uuid, timeout=60) for uuid in uuids}
-    faults = {
-        fault.instance_uuid: fault.message
-        for fault in InstanceFaultList.get_by_instance_uuids(plane.context, uuids)
-    }
-    return {uuid: (state, faults.get(uuid)) for uuid, state in states.items()}
-
-
-def _holders():
-    """Each instance holding devices, with the (node, address) of each."""
-    held = {}
-    for device in flows.held_devices():
-        where = (device["compute_node_id"], device["address"])
-        held.setdefault(device["instance_uuid"], []).append(where)
-    return held
-
-
 def _assert_one_winner_per_device(outcomes, devices):
     states = sorted(state for state, _ in outcomes.values())
     assert states == ["active"] * devices + ["error"] * (len(outcomes) - devices)
     assert all("No valid host" in fault for state, fault in outcomes.values() if state == "error")
-    held = _holders()
+    held = flows.holders()
     assert sorted(held) == sorted(u for u, (state, _) in outcomes.items() if state == "active")
     devices_held = [device for owned in held.values() for device in owned]
     assert len(devices_held) == len(set(devices_held))
@@ -137,7 +90,7 @@ def _assert_one_winner_per_device(outcomes, devices):
 
 def test_boots_racing_for_the_last_gpus_give_each_to_one_instance(db, rabbit_url, reschedules):
     with _plane(GPU_HOSTS, rabbit_url) as plane, _second_writers(plane):
-        _assert_one_winner_per_device(_boot_at_once(plane, ["gpu:1"] * 6), devices=2)
+        _assert_one_winner_per_device(flows.boot_at_once(plane, ["gpu:1"] * 6), devices=2)
     assert reschedules == []
 
 
@@ -145,7 +98,7 @@ def test_boots_racing_for_a_pf_and_its_vf_give_the_pair_to_one_instance(
     db, rabbit_url, reschedules
 ):
     with _plane(SRIOV_HOST, rabbit_url) as plane, _second_writers(plane):
-        _assert_one_winner_per_device(_boot_at_once(plane, ["pf:1", "vf:1"] * 3), devices=1)
+        _assert_one_winner_per_device(flows.boot_at_once(plane, ["pf:1", "vf:1"] * 3), devices=1)
     assert reschedules == []
 
 
@@ -167,4 +120,4 @@ def test_a_stale_compute_cannot_claim_a_device_the_other_one_gave_away(db):
             stale.instance_claim(plane.context, Instance.get_by_uuid(plane.context, second.uuid))
 
         assert stale.pci_tracker.holders() == {first}
-        assert list(_holders()) == [first]
+        assert list(flows.holders()) == [first]

@@ -8,6 +8,7 @@ from pcisim import exception
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.instance_pci_requests import InstancePCIRequest
 from pcisim.objects.pci_device import PciDevice
+from pcisim.pci import capacity
 from pcisim.pci.stats import PciDeviceStats
 
 VF_SPEC = {"vendor_id": "8086", "product_id": "1520"}
@@ -168,6 +169,29 @@ def test_a_multi_device_request_can_span_pools():
     _sriov(stats, pf_count=2, vfs=2)
     claimed = stats.consume_requests([_request(VF_SPEC, count=3)], "i-1")
     assert len({d.parent_addr for d in claimed}) == 2
+
+
+def _vf_pool_of(pf):
+    """The resource name an allocation gives the VF pool of ``pf`` (no tags here)."""
+    vf = _device("0000:00:00.1", parent=pf.address, numa_node=pf.numa_node)
+    return capacity.resource_name(capacity.PoolKey.of(vf, {}))
+
+
+def test_consume_with_an_allocation_takes_devices_only_from_the_pools_it_names():
+    stats = PciDeviceStats()
+    first, second = _sriov(stats, pf_count=2, vfs=2)
+    allocation = {_vf_pool_of(second): 1}
+    (claimed,) = stats.consume_requests([_request(VF_SPEC)], "i-1", allocation=allocation)
+    assert claimed.parent_addr == second.address
+
+
+def test_consume_with_an_allocation_takes_no_more_of_a_pool_than_it_allows():
+    stats = PciDeviceStats()
+    first, _ = _sriov(stats, pf_count=2, vfs=2)
+    allocation = {_vf_pool_of(first): 1}
+    with pytest.raises(exception.PciDeviceRequestFailed):
+        stats.consume_requests([_request(VF_SPEC, count=2)], "i-1", allocation=allocation)
+    assert len(stats) == 2 + 2 * 2
 
 
 def test_published_pools_support_the_same_requests():

@@ -1,0 +1,314 @@
+"""Scheduling with allocations, through the whole in-process control plane: what is
+not a race between boots.
+
+A lost compare-and-swap is chosen again inside the conductor, from a fresh view, never
+rescheduled; ``[filter_scheduler] host_subset_size`` is how many of the best nodes a
+boot is chosen among; a compute that restarts heals its node's allocations; a node's
+generation moves when its inventory or allocations change, and only then. The races
+are in test_scheduling_races.py. SQLite: the conductor's database work is tested on
+every backend elsewhere.
+"""
+
+import contextlib
+import uuid
+
+import pytest
+
+from pcisim import context as pcisim_context
+from pcisim import dbaccess, faults, testing
+from pcisim.conductor import scheduler
+from pcisim.db import allocations as db_allocations
+from pcisim.objects.instance import Instance
+from pcisim.objects.instance_fault import InstanceFaultList
+from pcisim.objects.pci_device_pool import PciDevicePoolList
+from pcisim.pci import capacity
+from tests import backends, config_overrides
+from tests.functional import flows
+
+# Free memory orders the nodes: big-node first, then mid-node, then small-node.
+BY_MEMORY = {
+    "big": "big-node=memory_mb=32768",
+    "mid": "mid-node=memory_mb=16384",
+    "small": "small-node=memory_mb=8192",
+}
+
+
+@pytest.fixture(scope="session")
+def database(tmp_path_factory):
+    scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
+    yield scratch
+    scratch.drop()
+
+
+@pytest.fixture
+def start(db):
+    """Start a control plane of ``{host: '[compute] inventory' value}``."""
+    with contextlib.ExitStack() as running:
+        yield lambda hosts: running.enter_context(flows.control_plane(hosts))
+
+
+# ------------------------------------------------------- lost swaps, retried
+
+
+def _allocate_first(resources):
+    """An injection at BEFORE_ALLOCATION_CLAIM that writes another consumer's
+    allocation on the node just chosen, as a competing boot would; returns the
+    competitors' uuids, one per injection."""
+    competitors = []
+
+    def claim_first(instance, node_id):
+        # NOTE: in the conductor's thread, so in a context (a transaction) of its own.
+        context = pcisim_context.get_admin_context()
+        (row,), _ = db_allocations.host_states(context, [node_id])
+        competitor = str(uuid.uuid4())
+        db_allocations.claim(context, node_id, row.generation, competitor, resources)
+        competitors.append(competitor)
+
+    return claim_first, competitors
+
+
+def test_a_lost_generation_swap_is_chosen_again_in_the_conductor_not_rescheduled(
+    start, reschedules
+):
+    plane = start({"gpu-host": "gpu-node=gpus=2"})
+    claim_first, competitors = _allocate_first({"VCPU": 1})
+    chosen = []
+
+    with (
+        faults.inject(faults.BEFORE_ALLOCATION_CLAIM, faults.once(claim_first)),
+        faults.inject(faults.BEFORE_ALLOCATION_CLAIM, lambda **details: chosen.append(details)),
+    ):
+        instance_uuid, state = flows.boot(plane, "gpu:1")
+
+    assert state == "active"
+    assert len(chosen) == 2  # chosen, lost to the competitor, chosen again
+    assert reschedules == []
+    (node,) = flows.nodes(plane)
+    assert set(flows.allocations_by_node()[node.id]) == {instance_uuid, *competitors}
+    assert len(competitors) == 1
+
+
+def test_a_choice_made_again_after_a_lost_swap_sees_what_the_winner_took(start, reschedules):
+    # NOTE: the competitor takes gpu-node's only GPU after it was chosen; choosing
+    # from the old view again would put the instance there anyway.
+    plane = start({"gpu-host": "gpu-node=gpus=1", "other-host": "other-node=gpus=1"})
+    (gpu_pool,) = PciDevicePoolList.from_json(flows.nodes(plane)[0].pci_inventory).objects
+    claim_first, _ = _allocate_first({capacity.resource_name(gpu_pool): 1})
+    first_choice = []
+
+    def remember_and_take(instance, node_id):
+        first_choice.append(node_id)
+        claim_first(instance, node_id)
+
+    with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, faults.once(remember_and_take)):
+        instance_uuid, state = flows.boot(plane, "gpu:1")
+
+    assert state == "active"
+    assert reschedules == []
+    (placed,) = flows.allocations_of(plane, instance_uuid)
+    assert placed != first_choice[0]
+
+
+def test_a_boot_that_keeps_losing_the_swap_ends_in_no_valid_host_without_a_reschedule(
+    start, reschedules
+):
+    plane = start({"gpu-host": "gpu-node=gpus=2"})
+    claim_first, competitors = _allocate_first({"MEMORY_MB": 1})
+
+    with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, claim_first):
+        instance_uuid, state = flows.boot(plane, "gpu:1")
+
+    assert state == "error"
+    (fault,) = InstanceFaultList.get_by_instance_uuids(plane.context, [instance_uuid])
+    assert "allocated by others first" in fault.message
+    assert len(competitors) == scheduler.MAX_GENERATION_CONFLICTS
+    assert reschedules == []
+    assert flows.allocations_of(plane, instance_uuid) == {}
+    assert flows.held_devices() == []
+
+
+# ------------------------------------------------------ host_subset_size
+
+
+def _hosts_of_boots(plane, count):
+    """Boot ``count`` instances one after another: the host of each."""
+    hosts = []
+    for _ in range(count):
+        instance_uuid, state = flows.boot(plane, None)
+        assert state == "active"
+        hosts.append(Instance.get_by_uuid(plane.context, instance_uuid).host)
+    return hosts
+
+
+def test_a_host_subset_of_one_puts_every_boot_on_the_node_with_most_free_memory(start, config):
+    plane = start(BY_MEMORY)
+
+    with config_overrides.overridden(config, {("host_subset_size", "filter_scheduler"): 1}):
+        assert _hosts_of_boots(plane, 4) == ["big"] * 4
+
+
+class _Chooser:
+    """The scheduler's random choice, recording what it was offered and taking the
+    last (the node with the least free memory of those offered)."""
+
+    def __init__(self):
+        self.offered = []
+
+    def choice(self, nodes):
+        self.offered.append(sorted(node.host for node in nodes))
+        return nodes[-1]
+
+
+@pytest.mark.parametrize(
+    ("size", "offered", "hosts"),
+    [
+        pytest.param(2, ["big", "mid"], ["mid", "mid"], id="2"),
+        pytest.param(3, ["big", "mid", "small"], ["small", "small"], id="3"),
+    ],
+)
+def test_the_host_subset_size_is_how_many_of_the_best_nodes_a_boot_is_chosen_among(
+    start, config, monkeypatch, size, offered, hosts
+):
+    plane = start(BY_MEMORY)
+    chooser = _Chooser()
+    monkeypatch.setattr(scheduler, "random", chooser)
+
+    with config_overrides.overridden(config, {("host_subset_size", "filter_scheduler"): size}):
+        assert _hosts_of_boots(plane, 2) == hosts
+
+    assert chooser.offered == [offered, offered]
+
+
+# ------------------------------------------------------------- healing
+
+
+def test_a_restarted_compute_writes_back_the_allocations_of_the_instances_it_holds(start):
+    plane = start({"nic-host": "nic-node=pfs=1,vfs_per_pf=2,gpus=1"})
+    gpu_vm, _ = flows.boot(plane, "gpu:1")
+    vf_vm, _ = flows.boot(plane, "vf:2")
+    before = {vm: flows.allocations_of(plane, vm) for vm in (gpu_vm, vf_vm)}
+    with dbaccess.granted():
+        for vm in before:
+            db_allocations.release(plane.context, vm)
+    assert [flows.allocations_of(plane, vm) for vm in before] == [{}, {}]
+
+    plane.restart_compute("nic-host")
+
+    assert {vm: flows.allocations_of(plane, vm) for vm in before} == before
+
+
+def test_a_restarted_compute_removes_an_allocation_no_instance_of_its_node_holds(start):
+    plane = start({"gpu-host": "gpu-node=gpus=1"})
+    instance_uuid, _ = flows.boot(plane, "gpu:1")
+    (node,) = flows.nodes(plane)
+    stray = str(uuid.uuid4())
+    with dbaccess.granted():
+        db_allocations.claim(plane.context, node.id, node.generation, stray, {"VCPU": 1})
+
+    plane.restart_compute("gpu-host")
+
+    assert set(flows.allocations_by_node()[node.id]) == {instance_uuid}
+
+
+# ------------------------------------------------- generations of a node
+
+
+def _generation(plane, host):
+    (node,) = [node for node in flows.nodes(plane) if node.host == host]
+    return node.generation
+
+
+def test_a_periodic_run_that_changes_nothing_keeps_the_nodes_generation(start):
+    # NOTE: every bump makes a scheduler that read the node before choose again.
+    plane = start({"gpu-host": "gpu-node=gpus=2,pfs=1,vfs_per_pf=2"})
+    flows.boot(plane, "gpu:1")
+    flows.boot(plane, "vf:1")
+    plane.run_periodic()
+    before = _generation(plane, "gpu-host")
+
+    plane.run_periodic()
+    plane.run_periodic()
+
+    assert _generation(plane, "gpu-host") == before
+
+
+def test_a_boot_moves_the_nodes_generation_once_for_its_allocation_not_for_its_claim(start):
+    # NOTE: the compute's save of its usage and devices changes no inventory; were it
+    # to bump the generation, every build would make the schedulers choose again.
+    plane = start({"gpu-host": "gpu-node=gpus=2"})
+    before = _generation(plane, "gpu-host")
+
+    flows.boot(plane, "gpu:1")
+
+    assert _generation(plane, "gpu-host") == before + 1
+
+
+def test_a_device_plugged_in_bumps_the_generation_and_can_be_allocated(start):
+    plane = start({"gpu-host": "gpu-node=gpus=1"})
+    flows.boot(plane, "gpu:1")
+    before = _generation(plane, "gpu-host")
+    gpu = {"address": "0000:99:00.0", "vendor_id": "10de", "product_id": "1eb8"}
+    plane.drivers["gpu-host"].hot_plug("gpu-node", gpu | {"dev_type": "type-PCI"})
+
+    plane.run_periodic()
+
+    assert _generation(plane, "gpu-host") > before
+    instance_uuid, state = flows.boot(plane, "gpu:1")
+    assert state == "active"
+    assert [row["address"] for row in flows.devices(instance_uuid=instance_uuid)] == [
+        gpu["address"]
+    ]
+
+
+def test_deleting_an_instance_releases_its_allocation_and_bumps_the_generation(start):
+    plane = start({"gpu-host": "gpu-node=gpus=1"})
+    instance_uuid, _ = flows.boot(plane, "gpu:1")
+    before = _generation(plane, "gpu-host")
+
+    flows.delete(plane, instance_uuid)
+
+    assert flows.allocations_of(plane, instance_uuid) == {}
+    assert _generation(plane, "gpu-host") > before
+    assert flows.boot(plane, "gpu:1")[1] == "active"
+
+
+def test_a_build_that_fails_on_its_compute_releases_its_allocation(start):
+    plane = start({"gpu-host": "gpu-node=gpus=1"})
+
+    def fail(instance):
+        raise RuntimeError("the hypervisor refused the guest")
+
+    with faults.inject(faults.BETWEEN_CLAIM_AND_ALLOCATE, faults.once(fail)):
+        failed, state = flows.boot(plane, "gpu:1")
+
+    assert state == "error"
+    assert flows.allocations_of(plane, failed) == {}
+    # NOTE: the compute frees the GPU after the ERROR is saved (see the xfail below).
+    testing.wait_until(lambda: not flows.held_devices(), what="the failed build's GPU freed")
+    assert flows.boot(plane, "gpu:1")[1] == "active"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an instance's allocation is released when its row is soft-deleted, before "
+    "its compute frees the devices: a boot in between is chosen for the node, refused "
+    "by its claim there, and rescheduled",
+)
+def test_a_boot_while_a_delete_is_freeing_the_devices_is_not_sent_to_that_node(
+    start, config, reschedules
+):
+    plane = start({"big": "big-node=gpus=1,memory_mb=262144", "small": "small-node=gpus=1"})
+    with config_overrides.overridden(config, {("host_subset_size", "filter_scheduler"): 1}):
+        first, _ = flows.boot(plane, "gpu:1")
+        second = {}
+
+        def boot_meanwhile(instance):
+            # NOTE: in the compute's thread, between the soft-delete and the free.
+            second["outcome"] = flows.boot(plane, "gpu:1")
+
+        with faults.inject(faults.AFTER_SOFT_DELETE, faults.once(boot_meanwhile)):
+            flows.delete(plane, first)
+
+    (_, state) = second["outcome"]
+    assert state == "active"
+    assert reschedules == []

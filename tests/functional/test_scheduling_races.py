@@ -1,0 +1,167 @@
+"""Boots racing for nodes, with allocations, through the whole in-process control plane.
+
+Concurrent boots never allocate more of a node than it has (checked each time the
+conductor is about to write an allocation, so after every one written before it), and
+what each running instance is allocated is exactly what it holds; when PF and VF
+servers race, no instance gets a VF of a PF another instance holds. No build is
+rescheduled: a lost compare-and-swap is chosen again in the conductor.
+
+On every backend: each serializes the swap's row update its own way.
+"""
+
+import collections
+import contextlib
+import types
+
+import pytest
+
+from pcisim import context as pcisim_context
+from pcisim import dbaccess, faults
+from pcisim.db import allocations as db_allocations
+from pcisim.objects.instance import Instance
+from pcisim.objects.pci_device_pool import PciDevicePoolList
+from pcisim.pci import capacity
+from tests import backends
+from tests.functional import flows
+
+FLAVOR = {"vcpus": 2, "memory_mb": 512, "root_gb": 1}
+# Room for two instances of FLAVOR a node, which may both want devices.
+MIXED = {f"host-{i}": f"node-{i}=vcpus=4,gpus=1,pfs=2,vfs_per_pf=1" for i in range(3)}
+NICS = {f"nic-{i}": f"nic-node-{i}=pfs=2,vfs_per_pf=2" for i in range(2)}
+
+
+@pytest.fixture(scope="module", params=backends.BACKENDS)
+def database(request, tmp_path_factory):
+    scratch = backends.ScratchDatabase(request.param, tmp_path_factory)
+    yield scratch
+    scratch.drop()
+
+
+@pytest.fixture
+def start(db):
+    """Start a control plane of ``{host: '[compute] inventory' value}``."""
+    with contextlib.ExitStack() as running:
+        yield lambda hosts: running.enter_context(flows.control_plane(hosts))
+
+
+def _held_resources(instance_uuid):
+    """{PCI resource name: devices} of what the instance holds, from its device rows
+    (no device_spec here sets tags)."""
+    rows = flows.devices(instance_uuid=instance_uuid)
+    return collections.Counter(
+        capacity.resource_name(capacity.PoolKey.of(types.SimpleNamespace(**row), {}))
+        for row in rows
+    )
+
+
+def _overcommits(context):
+    """(host, resource or counter) wherever a node's allocations sum to more than its
+    inventory, name a PCI pool it does not have, or draw a PF/VF counter below zero;
+    from one read of the nodes and their usage, as the scheduler reads them."""
+    rows, usage = db_allocations.host_states(context)
+    found = []
+    for row in rows:
+        used = usage.get(row.id, {})
+        found += [
+            (row.host, name)
+            for name, column in capacity.NODE_TOTALS.items()
+            if used.get(name, 0) > getattr(row, column)
+        ]
+        inventory = PciDevicePoolList.from_json(row.pci_inventory).objects
+        by_name, sizes = capacity.draws(inventory)
+        found += [
+            (row.host, name)
+            for name in used
+            if name.startswith(capacity.PCI_PREFIX) and name not in by_name
+        ]
+        left = capacity.counters_left(by_name, sizes, used)
+        found += [(row.host, counter) for counter, amount in left.items() if amount < 0]
+    return found
+
+
+@contextlib.contextmanager
+def _watching_overcommits():
+    """Check for overcommits each time the conductor is about to write an allocation
+    (so after every one written before), inside the block; yields what was found."""
+    found = []
+
+    def check(**details):
+        found.extend(_overcommits(pcisim_context.get_admin_context()))
+
+    with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, check):
+        yield found
+
+
+def _assert_allocations_are_what_active_instances_hold(plane, outcomes, flavor):
+    """Each active instance is allocated its flavor and exactly the devices it holds,
+    on its own node; no one else is allocated anything."""
+    node_ids = {(node.host, node.hypervisor_hostname): node.id for node in flows.nodes(plane)}
+    active = sorted(uuid for uuid, (state, _) in outcomes.items() if state == "active")
+    expected = {}
+    for instance_uuid in active:
+        instance = Instance.get_by_uuid(plane.context, instance_uuid)
+        resources = {
+            name: flavor[field] for name, field in capacity.FLAVOR_RESOURCES.items()
+        } | dict(_held_resources(instance_uuid))
+        expected[instance_uuid] = {node_ids[(instance.host, instance.node)]: resources}
+    actual = collections.defaultdict(dict)
+    for node_id, consumers in flows.allocations_by_node().items():
+        for consumer, resources in consumers.items():
+            actual[consumer][node_id] = dict(resources)
+    assert dict(actual) == expected
+
+
+def _assert_builds_ended_as_expected(outcomes, most):
+    """Every build ended ACTIVE or in ERROR for want of a node, and at most ``most``
+    are ACTIVE (what the nodes have room for)."""
+    active = [state for state, _ in outcomes.values() if state == "active"]
+    failed = [fault for state, fault in outcomes.values() if state != "active"]
+    assert 0 < len(active) <= most
+    assert all(fault and "No valid host" in fault for fault in failed), failed
+
+
+# ----------------------------------------------------------------- races
+
+
+def test_concurrent_boots_never_allocate_more_of_a_node_than_it_has(start, reschedules):
+    plane = start(MIXED)
+
+    # NOTE: two instances fit a node by vCPUs, so at most six of the twelve can run.
+    with _watching_overcommits() as overcommits:
+        outcomes = flows.boot_at_once(plane, ["gpu:1", "vf:1", "pf:1", None] * 3, **FLAVOR)
+
+    _assert_builds_ended_as_expected(outcomes, most=6)
+    assert overcommits == []
+    with dbaccess.granted():
+        assert _overcommits(plane.context) == []
+    assert reschedules == []
+
+
+def test_concurrent_boots_allocate_each_active_instance_exactly_what_it_holds(start, reschedules):
+    plane = start(MIXED)
+
+    outcomes = flows.boot_at_once(plane, ["gpu:1", "vf:1", "pf:1", None] * 3, **FLAVOR)
+
+    _assert_allocations_are_what_active_instances_hold(plane, outcomes, FLAVOR)
+    assert reschedules == []
+
+
+def test_concurrent_pf_and_vf_boots_never_give_a_vf_of_a_pf_another_instance_holds(
+    start, reschedules
+):
+    plane = start(NICS)
+
+    with _watching_overcommits() as overcommits:
+        outcomes = flows.boot_at_once(plane, ["pf:1", "vf:1"] * 5, vcpus=1)
+
+    # NOTE: 2 nodes x 2 PFs, each a PF or its 2 VFs: at most 8 instances.
+    _assert_builds_ended_as_expected(outcomes, most=8)
+    rows = flows.held_devices()
+    holder = {(row["compute_node_id"], row["address"]): row["instance_uuid"] for row in rows}
+    for row in rows:
+        if row["dev_type"] == "type-VF":
+            pf_holder = holder.get((row["compute_node_id"], row["parent_addr"]))
+            assert pf_holder in (None, row["instance_uuid"]), row
+    assert overcommits == []
+    _assert_allocations_are_what_active_instances_hold(plane, outcomes, {**FLAVOR, "vcpus": 1})
+    assert reschedules == []
