@@ -21,6 +21,7 @@ import functools
 import heapq
 import operator
 import random
+import threading
 
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
@@ -43,6 +44,8 @@ LOG = logging.getLogger(__name__)
 MAX_GENERATION_CONFLICTS = 50
 HOST_STATES = host_states.HostStates()
 FREE_MEMORY = operator.attrgetter("free_memory")
+_conflicts = 0
+_conflicts_lock = threading.Lock()
 
 
 def claim_destination(context, instance, numa_cells=None, exclude=(), record=None):
@@ -65,11 +68,27 @@ def claim_destination(context, instance, numa_cells=None, exclude=(), record=Non
                     record(node.host, node.nodename)
         except exception.ComputeNodeGenerationConflict as error:
             LOG.debug("Choosing again for %s: %s", instance.uuid, error)
+            _count_conflict()
             continue
         return node.host, node.nodename, allocation
     raise exception.NoValidHost(
         reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
     )
+
+
+def generation_conflicts():
+    """How many generation swaps this process's scheduler has lost (and chosen again
+    after) since it started: the price of concurrent requests choosing the same node,
+    which ``host_subset_size`` trades against packing (bench/scale.py reports it)."""
+    return _conflicts
+
+
+def _count_conflict():
+    global _conflicts
+    # NOTE: a lock, because += on a global is not atomic across threads; it is taken
+    # only on a lost swap, which already cost a transaction.
+    with _conflicts_lock:
+        _conflicts += 1
 
 
 class Wanted:
