@@ -84,7 +84,7 @@ from pcisim.pci import request as pci_request
 from pcisim.pci.devspec import DeviceSpecList
 
 SIZES, QUICK_SIZES = (10, 100, 1000), (10, 30)
-SERVERS, QUICK_SERVERS = 1000, 50
+SERVERS, QUICK_SERVERS = 1000, 32
 MODES = ("allocations", "legacy")
 SUBSETS = (1, 3, 32)
 SUBSET_SERVERS, QUICK_SUBSET_SERVERS = 300, 32
@@ -437,8 +437,9 @@ def report(results, sweep):
     """Print every table; the result to record."""
     modes = {mode: [r for r in results if r["mode"] == mode] for mode in MODES}
     _marginal_memory(modes["allocations"])
+    servers = results[0]["servers"]
     title = (
-        f"{results[0]['servers']} servers of one VF, in waves of {WAVE} from {API_THREADS} "
+        f"{servers} servers of one VF, in waves of {min(WAVE, servers)} from {API_THREADS} "
         f"threads; nodes of {NODE_SHAPE} on {HOSTS} compute hosts; kombu+memory, SQLite file"
     )
     _outcome_table(title, results)
@@ -644,7 +645,7 @@ def main(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--quick", action="store_true", help="10 and 30 nodes, 50 servers (32 for each subset)"
+        "--quick", action="store_true", help="10 and 30 nodes, 32 servers (and 32 for each subset)"
     )
     parser.add_argument(
         "--one", nargs=3, metavar=("NODES", "MODE", "SERVERS"), help=argparse.SUPPRESS
