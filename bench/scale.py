@@ -9,20 +9,41 @@ API -> conductor ``schedule_and_build_instances`` -> compute) it boots and delet
 together by 16 API threads, each with a request context of its own, then awaited. A
 wave fills at most 62% of the 160 VFs of the 10-node run, so every server has room.
 
-Measured per size:
+Each size runs twice, in processes of their own: with ``[scheduler] claim_mode =
+allocations`` (the scheduler claims capacity with a compare-and-swap on the node's
+generation) and with ``legacy`` (it chooses from the pools the computes published and
+the compute's claim decides), the reference; tables print allocations/legacy ratios.
+
+Measured per size and mode:
   startup     compute services started, every node registered and every service up
   memory      RSS growth from before the drivers were made to after startup, / nodes
               (the conductor's side included: rows, SQLite page caches); "marginal"
               is the growth beyond the smallest size, / the nodes added
-  scheduling  the conductor's ``select_destination``, timed by a wrapper set in this
-              process only: per request during the boots (wall and the thread's CPU),
-              and alone ("quiet", median of 20 with nothing else running)
-  boots       servers/second, from a wave's first request to its last ACTIVE
+  quiet       one scheduling decision with nothing else running (median of 30, wall
+              and the thread's CPU): ``claim_destination`` with its allocation written
+              (allocations) or ``select_destination``, which writes nothing (legacy)
+  scheduling  the conductor's ``ComputeTaskManager._select`` during the boots, timed by
+              a wrapper set in this process only: the choice, the allocation and the
+              instance's row (wall and the thread's CPU, median and p95)
+  boots       servers/second, from a wave's first request to its last ACTIVE; CPU per
+              boot is the process's CPU (all threads) over the boot waves / servers
   deletes     servers/second, from a wave's first delete to its last device freed
-  resched     schedules beyond one per server: claims that failed on a stale choice
+  resched     ``reschedule`` messages: claims that failed on the compute
+  conflicts   generation swaps the scheduler lost and chose again after, per request
+  messages    RPC messages of a boot's flow (and of a delete's) from the trace records
+              of its request id, counted in memory; the HTTP request is not among them
+              (the docs' traces show 6 and 8 with it). A delete reads the instance by
+              uuid first, as the HTTP API does.
+
+Then, at the largest size in allocations mode, ``[filter_scheduler] host_subset_size``
+1, 3 and 32 in one process (fewer servers each): conflicts per request, scheduling
+cost and boots/s, since concurrent requests that choose among the same few best nodes
+collide on their generations.
 
 Goals (issue 7): scheduling cost per request grows at most linearly with the nodes;
-memory per simulated node < 2 MiB.
+memory per simulated node < 2 MiB. Issue 13: no reschedule and no ERROR while capacity
+remains; scheduling under 2 ms of CPU a request at 1,000 nodes; CPU per boot <= 10 ms;
+messages per boot and per delete counted.
 
     python -m bench.scale [--quick]
 """
@@ -33,6 +54,7 @@ concurrency.select_backend()  # selects the concurrency backend before oslo.mess
 
 # isort: split
 import argparse
+import collections
 import concurrent.futures
 import gc
 import json
@@ -53,7 +75,8 @@ from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing, trace
 from pcisim.compute import service as compute_service
 from pcisim.compute.driver import SimulatedDriver
-from pcisim.conductor import scheduler
+from pcisim.conductor import compute_task, scheduler
+from pcisim.db import allocations as db_allocations
 from pcisim.db import engine, migration, models
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.service import ServiceList
@@ -61,11 +84,14 @@ from pcisim.pci import request as pci_request
 from pcisim.pci.devspec import DeviceSpecList
 
 SIZES, QUICK_SIZES = (10, 100, 1000), (10, 30)
-SERVERS, QUICK_SERVERS = 1000, 50
+SERVERS, QUICK_SERVERS = 1000, 32
+MODES = ("allocations", "legacy")
+SUBSETS = (1, 3, 32)
+SUBSET_SERVERS, QUICK_SUBSET_SERVERS = 300, 32
 HOSTS = 4
 WAVE = 100
 API_THREADS = 16
-QUIET_CALLS = 20
+QUIET_CALLS = 30
 NODE_SHAPE = "pfs=2,vfs_per_pf=8"
 DEVICE_SPEC = ['{"vendor_id": "8086"}']
 ALIASES = ['{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}']
@@ -111,10 +137,12 @@ class ScalePlane(testing.ControlPlane):
 
 
 class SchedulerTimer:
-    """Wall and CPU seconds of every ``scheduler.select_destination`` in this process.
+    """Wall and CPU seconds of every ``ComputeTaskManager._select`` in this process:
+    in either mode, the choice of a node and the write of the instance's row with it
+    (and, in allocations mode, of its allocation).
 
-    ``compute_task`` looks the function up on the module at each call, so replacing
-    the module attribute here instruments the conductor without changing it.
+    The endpoint looks the method up on its class at each call, so replacing the
+    class attribute here instruments the conductor without changing it.
     """
 
     def __init__(self):
@@ -123,7 +151,7 @@ class SchedulerTimer:
         self._original = None
 
     def __enter__(self):
-        self._original = original = scheduler.select_destination
+        self._original = original = compute_task.ComputeTaskManager._select
 
         def timed(*args, **kwargs):
             wall, cpu = time.perf_counter(), time.thread_time()
@@ -134,17 +162,46 @@ class SchedulerTimer:
                     self.wall.append(time.perf_counter() - wall)
                     self.cpu.append(time.thread_time() - cpu)
 
-        scheduler.select_destination = timed
+        compute_task.ComputeTaskManager._select = timed
         return self
 
     def __exit__(self, *exc_info):
-        scheduler.select_destination = self._original
+        compute_task.ComputeTaskManager._select = self._original
 
 
-def _database(directory):
+class MessageCounter:
+    """A trace recorder (``trace.start_recorder``) that counts, in memory, each flow's
+    messages by request id and name (an object call by its object and method)."""
+
+    default_actor = "bench"
+
+    def __init__(self):
+        self._flows = collections.defaultdict(collections.Counter)
+        self._lock = threading.Lock()
+
+    def write(self, record):
+        name = record["method"]
+        if "object" in record:
+            name = f"{record['object']}.{record['object_method']}"
+        with self._lock:
+            self._flows[record["request_id"]][name] += 1
+
+    def close(self):
+        pass
+
+    def per_flow(self, request_ids):
+        """{name: messages per flow} over the flows of ``request_ids``."""
+        total = collections.Counter()
+        for request_id in request_ids:
+            total.update(self._flows.get(request_id, {}))
+        return {name: count / len(request_ids) for name, count in sorted(total.items())}
+
+
+def _database(directory, mode):
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     pcisim_conf.parse_args([], default_config_files=[])
+    CONF.set_override("claim_mode", mode, group="scheduler")
     url = f"sqlite:///{os.path.join(directory, 'scale.sqlite')}"
     CONF.set_override("connection", url, group="database")
     engine.configure()
@@ -192,52 +249,67 @@ def _wait(done, what, timeout):
         time.sleep(0.05)
 
 
-def _quiet_scheduling(plane, aliases):
-    """Median seconds of one ``select_destination`` with nothing else running."""
-    instance_uuid = str(uuid.uuid4())
-    requests = pci_request.build_instance_requests(plane.context, instance_uuid, "vf:1", aliases)
-    instance = Instance(
-        plane.context,
-        uuid=instance_uuid,
-        vcpus=1,
-        memory_mb=512,
-        root_gb=1,
-        pci_requests=requests,
-    )
-    samples = []
+def _quiet_scheduling(plane, aliases, mode):
+    """Median wall and CPU ms of one scheduling decision with nothing else running:
+    ``claim_destination``, its allocation written (and released after, untimed), or
+    the legacy ``select_destination``."""
+    wall, cpu, consumers = [], [], []
+    chooser = scheduler.Scheduler()
     with dbaccess.granted():
         for _ in range(QUIET_CALLS):
-            start = time.perf_counter()
-            scheduler.select_destination(plane.context, instance)
-            samples.append(time.perf_counter() - start)
-    return harness.summarize(samples)["median"]
+            instance = _one_vf_instance(plane.context, aliases)
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            if mode == "legacy":
+                scheduler.select_destination(plane.context, instance)
+            else:
+                chooser.claim_destination(plane.context, instance)
+            cpu.append(time.thread_time() - start_cpu)
+            wall.append(time.perf_counter() - start)
+            consumers.append(instance.uuid)
+        if mode != "legacy":
+            for consumer in consumers:
+                db_allocations.release(plane.context, consumer)
+    return {"wall_ms": _milliseconds(wall)["median"], "cpu_ms": _milliseconds(cpu)["median"]}
 
 
-def _as_api(call):
-    """``call(context)`` as an API request: a context (and traced flow) of its own."""
+def _one_vf_instance(context, aliases):
+    instance_uuid = str(uuid.uuid4())
+    requests = pci_request.build_instance_requests(context, instance_uuid, "vf:1", aliases)
+    return Instance(
+        context, uuid=instance_uuid, vcpus=1, memory_mb=512, root_gb=1, pci_requests=requests
+    )
+
+
+def _as_api(call, flows=None):
+    """``call(context)`` as an API request: a context (and traced flow) of its own,
+    whose request id is added to ``flows``."""
+    context = pcisim_context.get_admin_context()
+    if flows is not None:
+        flows.append(context.request_id)
     with trace.acting_as(testing.API_ACTOR):
-        return call(pcisim_context.get_admin_context())
+        return call(context)
 
 
-def _boot_wave(plane, pool, first, count, timeout):
+def _boot_wave(plane, pool, first, count, timeout, flows):
     """Boot ``count`` servers at once; the vm_states they ended in."""
 
     def boot(n):
-        _as_api(lambda context: plane.api.create(context, f"scale-{n}", pci_requests="vf:1"))
+        _as_api(lambda c: plane.api.create(c, f"scale-{n}", pci_requests="vf:1"), flows)
 
     list(pool.map(boot, range(first, first + count)))
     _wait(lambda: not _instance_states().get("building"), "the wave to build", timeout)
     return _instance_states()
 
 
-def _delete_wave(plane, pool, timeout):
-    """Delete every server at once; wait until they are gone and their devices free."""
-    instances = _as_api(InstanceList.get_all)
+def _delete_wave(plane, pool, timeout, flows):
+    """Delete every server at once, each read by its uuid first as the HTTP API does;
+    wait until they are gone and their devices free."""
+    uuids = [instance.uuid for instance in _as_api(InstanceList.get_all)]
 
-    def delete(instance):
-        _as_api(lambda context: plane.api.delete(context, instance))
+    def delete(instance_uuid):
+        _as_api(lambda c: plane.api.delete(c, Instance.get_by_uuid(c, instance_uuid)), flows)
 
-    list(pool.map(delete, instances))
+    list(pool.map(delete, uuids))
     _wait(
         lambda: not _instance_states() and not _held_devices(),
         "the wave to be deleted and its devices freed",
@@ -246,30 +318,72 @@ def _delete_wave(plane, pool, timeout):
 
 
 def _boot_and_delete(plane, nodes, servers, timeout):
-    """Boot and delete ``servers`` servers in waves; seconds spent and servers in ERROR."""
-    totals = {"boot_s": 0.0, "delete_s": 0.0, "errors": 0}
+    """Boot and delete ``servers`` servers in waves: seconds and CPU seconds spent,
+    servers in ERROR, and the request ids of the boots' and deletes' flows."""
+    totals = {"boot_s": 0.0, "boot_cpu_s": 0.0, "delete_s": 0.0, "delete_cpu_s": 0.0}
+    totals.update(errors=0, boot_flows=[], delete_flows=[])
     with concurrent.futures.ThreadPoolExecutor(API_THREADS) as pool:
         for first in range(0, servers, WAVE):
             count = min(WAVE, servers - first)
             harness.progress(f"scale: {nodes} nodes: booting {first + count}/{servers}")
-            start = time.perf_counter()
-            totals["errors"] += _boot_wave(plane, pool, first, count, timeout).get("error", 0)
+            start, cpu = time.perf_counter(), time.process_time()
+            states = _boot_wave(plane, pool, first, count, timeout, totals["boot_flows"])
+            totals["errors"] += states.get("error", 0)
             totals["boot_s"] += time.perf_counter() - start
+            totals["boot_cpu_s"] += time.process_time() - cpu
             harness.progress(f"scale: {nodes} nodes: deleting {first + count}/{servers}")
-            start = time.perf_counter()
-            _delete_wave(plane, pool, timeout)
+            start, cpu = time.perf_counter(), time.process_time()
+            _delete_wave(plane, pool, timeout, totals["delete_flows"])
             totals["delete_s"] += time.perf_counter() - start
+            totals["delete_cpu_s"] += time.process_time() - cpu
     return totals
 
 
-def run_size(nodes, servers):
-    """Start ``nodes`` nodes, boot and delete ``servers`` servers; the figures as a dict."""
+def _measured_run(plane, nodes, servers, subset=None):
+    """Boot and delete ``servers`` servers (with ``host_subset_size`` = ``subset`` when
+    given) with the scheduler timed and every message counted; the figures as a dict."""
+    if subset is not None:
+        CONF.set_override("host_subset_size", subset, group="filter_scheduler")
+    counter, conflicts = MessageCounter(), scheduler.generation_conflicts()
+    trace.start_recorder(counter)
+    try:
+        with SchedulerTimer() as timer:
+            totals = _boot_and_delete(plane, nodes, servers, timeout=120 + nodes * 0.5)
+    finally:
+        trace.stop()
+    boot, delete = counter.per_flow(totals["boot_flows"]), counter.per_flow(totals["delete_flows"])
+    return {
+        "servers": servers,
+        "host_subset_size": CONF.filter_scheduler.host_subset_size,
+        "boot_s": totals["boot_s"],
+        "delete_s": totals["delete_s"],
+        "errors": totals["errors"],
+        "boots_per_s": servers / totals["boot_s"],
+        "deletes_per_s": servers / totals["delete_s"],
+        "cpu_ms_per_boot": totals["boot_cpu_s"] / servers * 1e3,
+        "cpu_ms_per_delete": totals["delete_cpu_s"] / servers * 1e3,
+        "schedules": len(timer.wall),
+        "schedule_ms": _milliseconds(timer.wall),
+        "schedule_cpu_ms": _milliseconds(timer.cpu),
+        "generation_conflicts": scheduler.generation_conflicts() - conflicts,
+        "conflicts_per_request": (scheduler.generation_conflicts() - conflicts) / len(timer.wall),
+        "reschedules": round(boot.get("reschedule", 0) * servers),
+        "messages_per_boot": sum(boot.values()),
+        "messages_per_delete": sum(delete.values()),
+        "boot_messages": boot,
+        "delete_messages": delete,
+    }
+
+
+def run_size(nodes, mode, servers, subsets=()):
+    """Start ``nodes`` nodes in claim mode ``mode``, then boot and delete ``servers``
+    servers, once or once per ``host_subset_size`` in ``subsets``; the figures."""
     directory = tempfile.TemporaryDirectory(prefix="pcisim-scale-")
-    _database(directory.name)
+    _database(directory.name, mode)
     specs = DeviceSpecList.from_config(DEVICE_SPEC)
     aliases = pci_request.parse_aliases(ALIASES)
-    result = {"nodes": nodes, "servers": servers, "hosts": min(HOSTS, nodes)}
-    harness.progress(f"scale: {nodes} nodes: starting")
+    result = {"nodes": nodes, "mode": mode, "hosts": min(HOSTS, nodes)}
+    harness.progress(f"scale: {nodes} nodes ({mode}): starting")
     gc.collect()
     rss_before, start = _rss(), time.perf_counter()
     plane = ScalePlane(_drivers(nodes), specs, aliases).start()
@@ -278,22 +392,17 @@ def run_size(nodes, servers):
         gc.collect()
         result["rss_growth_mib"] = (_rss() - rss_before) / MIB
         result["mib_per_node"] = result["rss_growth_mib"] / nodes
-        result["quiet_schedule_ms"] = _quiet_scheduling(plane, aliases) * 1e3
-        with SchedulerTimer() as timer:
-            result.update(_boot_and_delete(plane, nodes, servers, timeout=120 + nodes * 0.5))
+        result["quiet"] = _quiet_scheduling(plane, aliases, mode)
+        if subsets:
+            result["runs"] = [_measured_run(plane, nodes, servers, s) for s in subsets]
+        else:
+            result.update(_measured_run(plane, nodes, servers))
     finally:
-        harness.progress(f"scale: {nodes} nodes: stopping")
+        harness.progress(f"scale: {nodes} nodes ({mode}): stopping")
         plane.stop()
         with dbaccess.granted():
             engine.get_engine().dispose()
         directory.cleanup()
-    result.update(
-        boots_per_s=servers / result["boot_s"],
-        deletes_per_s=servers / result["delete_s"],
-        schedules=len(timer.wall),
-        schedule_ms=_milliseconds(timer.wall),
-        schedule_cpu_ms=_milliseconds(timer.cpu),
-    )
     return result
 
 
@@ -307,72 +416,169 @@ def _milliseconds(seconds):
 # ---------------------------------------------------------------- every size
 
 
-def measure(sizes, servers):
-    """Each size in a subprocess of its own; their results in order."""
-    results = []
-    for nodes in sizes:
-        command = [sys.executable, "-m", "bench.scale", "--one", str(nodes), str(servers)]
-        output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
-        results.append(json.loads(output.splitlines()[-1]))
+def measure(sizes, servers, subset_servers):
+    """Each size in each mode in a subprocess of its own (the modes alternating, so
+    that both see the same load), then the ``host_subset_size`` sweep at the largest
+    size; ([result], sweep result)."""
+    results = [_subprocess(nodes, mode, servers) for nodes in sizes for mode in MODES]
+    sweep = _subprocess(sizes[-1], "allocations", subset_servers, SUBSETS)
     harness.done_progress()
-    return results
+    return results, sweep
 
 
-def report(results):
+def _subprocess(nodes, mode, servers, subsets=()):
+    command = [sys.executable, "-m", "bench.scale", "--one", str(nodes), mode, str(servers)]
+    if subsets:
+        command += ["--subsets", ",".join(map(str, subsets))]
+    output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(output.splitlines()[-1])
+
+
+def report(results, sweep):
+    """Print every table; the result to record."""
+    modes = {mode: [r for r in results if r["mode"] == mode] for mode in MODES}
+    _marginal_memory(modes["allocations"])
+    servers = results[0]["servers"]
+    title = (
+        f"{servers} servers of one VF, in waves of {min(WAVE, servers)} from {API_THREADS} "
+        f"threads; nodes of {NODE_SHAPE} on {HOSTS} compute hosts; kombu+memory, SQLite file"
+    )
+    _outcome_table(title, results)
+    _cost_table(results)
+    _ratio_table(modes)
+    _decision_table(modes)
+    _growth_table(modes["allocations"])
+    _message_table(modes)
+    _subset_table(sweep)
+    return {
+        "sizes": results,
+        "host_subset_size_sweep": sweep,
+        "wave": WAVE,
+        "api_threads": API_THREADS,
+        "hosts": HOSTS,
+        "node_shape": NODE_SHAPE,
+    }
+
+
+def _marginal_memory(results):
     base = results[0]
     for result in results[1:]:
         added = result["nodes"] - base["nodes"]
         result["marginal_mib_per_node"] = (
             result["rss_growth_mib"] - base["rss_growth_mib"]
         ) / added
+
+
+def _outcome_table(title, results):
     harness.print_table(
-        f"Control plane at scale: {base['servers']} servers of one VF, in waves of {WAVE}; "
-        f"nodes of {NODE_SHAPE} on {HOSTS} compute hosts; kombu+memory, SQLite file "
-        "(scheduling: ms per request)",
-        (
-            "nodes",
-            "startup s",
-            "boots/s",
-            "deletes/s",
-            "sched ms",
-            "p95",
-            "sched CPU",
-            "quiet",
-            "resched",
-            "errors",
-            "MiB/node",
-        ),
+        f"Control plane at scale, both claim modes: {title}",
+        ("nodes", "mode", "boots/s", "deletes/s", "resched", "errors", "conflicts/req")
+        + ("msgs/boot", "msgs/delete", "startup s", "MiB/node"),
         [
             (
                 r["nodes"],
-                f"{r['startup_s']:.1f}",
+                r["mode"],
                 f"{r['boots_per_s']:.1f}",
                 f"{r['deletes_per_s']:.1f}",
-                f"{r['schedule_ms']['median']:.1f}",
-                f"{r['schedule_ms']['p95']:.0f}",
-                f"{r['schedule_cpu_ms']['median']:.2f}",
-                f"{r['quiet_schedule_ms']:.2f}",
-                r["schedules"] - r["servers"],
+                r["reschedules"],
                 r["errors"],
+                "-" if r["mode"] == "legacy" else f"{r['conflicts_per_request']:.3f}",
+                f"{r['messages_per_boot']:.2f}",
+                f"{r['messages_per_delete']:.2f}",
+                f"{r['startup_s']:.1f}",
                 f"{r['mib_per_node']:.3f}",
             )
             for r in results
         ],
     )
+
+
+def _cost_table(results):
     harness.print_table(
-        f"Growth against {base['nodes']} nodes (linear = the nodes ratio; marginal MiB/node: "
-        f"RSS growth beyond {base['nodes']} nodes / nodes added)",
-        (
-            "nodes",
-            "x nodes",
-            "startup",
-            "boots/s",
-            "deletes/s",
-            "sched CPU",
-            "quiet sched",
-            "MiB/node",
-            "marginal MiB/node",
-        ),
+        "Costs in ms: scheduling per request during the boots (choice, allocation and "
+        "instance row; wall and the thread's CPU), and the process's CPU per boot and delete",
+        ("nodes", "mode", "sched", "p95", "sched CPU", "p95", "CPU/boot", "CPU/delete"),
+        [
+            (
+                r["nodes"],
+                r["mode"],
+                f"{r['schedule_ms']['median']:.1f}",
+                f"{r['schedule_ms']['p95']:.0f}",
+                f"{r['schedule_cpu_ms']['median']:.2f}",
+                f"{r['schedule_cpu_ms']['p95']:.2f}",
+                f"{r['cpu_ms_per_boot']:.1f}",
+                f"{r['cpu_ms_per_delete']:.1f}",
+            )
+            for r in results
+        ],
+    )
+
+
+def _ratio_table(modes):
+    def ratio(new, old, *keys):
+        for key in keys:
+            new, old = new[key], old[key]
+        return _ratio(new, old)
+
+    rows = []
+    for new, old in zip(modes["allocations"], modes["legacy"], strict=True):
+        rows.append(
+            (
+                new["nodes"],
+                f"{new['reschedules']}/{old['reschedules']}",
+                f"{new['errors']}/{old['errors']}",
+                ratio(new, old, "boots_per_s"),
+                ratio(new, old, "schedule_ms", "median"),
+                ratio(new, old, "schedule_ms", "p95"),
+                ratio(new, old, "schedule_cpu_ms", "median"),
+                ratio(new, old, "schedule_cpu_ms", "p95"),
+                ratio(new, old, "cpu_ms_per_boot"),
+                ratio(new, old, "messages_per_boot"),
+                ratio(new, old, "messages_per_delete"),
+            )
+        )
+    harness.print_table(
+        "allocations / legacy (resched and errors: both counts)",
+        ("nodes", "resched", "errors", "boots/s", "sched", "p95", "sched CPU", "p95")
+        + ("CPU/boot", "msgs/boot", "msgs/delete"),
+        rows,
+    )
+
+
+def _decision_table(modes):
+    new_base, old_base = modes["allocations"][0]["quiet"], modes["legacy"][0]["quiet"]
+    rows = []
+    for new, old in zip(modes["allocations"], modes["legacy"], strict=True):
+        rows.append(
+            (
+                new["nodes"],
+                f"{new['nodes'] / modes['allocations'][0]['nodes']:.0f}x",
+                f"{new['quiet']['cpu_ms']:.2f}",
+                f"{new['quiet']['wall_ms']:.2f}",
+                f"{old['quiet']['cpu_ms']:.2f}",
+                f"{old['quiet']['wall_ms']:.2f}",
+                _ratio(new["quiet"]["cpu_ms"], old["quiet"]["cpu_ms"]),
+                _ratio(new["quiet"]["cpu_ms"], new_base["cpu_ms"]),
+                _ratio(old["quiet"]["cpu_ms"], old_base["cpu_ms"]),
+            )
+        )
+    harness.print_table(
+        f"One scheduling decision, nothing else running (ms, median of {QUIET_CALLS}): "
+        "claim_destination with its allocation written, against the legacy "
+        "select_destination (writes nothing); growth against the smallest size",
+        ("nodes", "x nodes", "claim CPU", "wall", "select CPU", "wall", "claim/select")
+        + ("claim growth", "select growth"),
+        rows,
+    )
+
+
+def _growth_table(results):
+    base = results[0]
+    harness.print_table(
+        f"Growth against {base['nodes']} nodes, allocations mode (linear = the nodes ratio; "
+        f"marginal MiB/node: RSS growth beyond {base['nodes']} nodes / nodes added)",
+        ("nodes", "x nodes", "startup", "boots/s", "deletes/s", "sched CPU", "CPU/boot")
+        + ("MiB/node", "marginal MiB/node"),
         [
             (
                 r["nodes"],
@@ -381,18 +587,56 @@ def report(results):
                 _ratio(r["boots_per_s"], base["boots_per_s"]),
                 _ratio(r["deletes_per_s"], base["deletes_per_s"]),
                 _ratio(r["schedule_cpu_ms"]["median"], base["schedule_cpu_ms"]["median"]),
-                _ratio(r["quiet_schedule_ms"], base["quiet_schedule_ms"]),
+                _ratio(r["cpu_ms_per_boot"], base["cpu_ms_per_boot"]),
                 _ratio(r["mib_per_node"], base["mib_per_node"]),
                 f"{r['marginal_mib_per_node']:.3f}" if "marginal_mib_per_node" in r else "-",
             )
             for r in results
         ],
     )
-    return {"sizes": results, "wave": WAVE, "hosts": HOSTS, "node_shape": NODE_SHAPE}
+
+
+def _message_table(modes):
+    new, old = modes["allocations"][-1], modes["legacy"][-1]
+    rows = []
+    for flow in ("boot", "delete"):
+        counts = (new[f"{flow}_messages"], old[f"{flow}_messages"])
+        for name in sorted(set(counts[0]) | set(counts[1])):
+            rows.append((flow, name, *(f"{c.get(name, 0):.2f}" for c in counts)))
+    harness.print_table(
+        f"RPC messages per flow at {new['nodes']} nodes, by message (the HTTP request not counted)",
+        ("flow", "message", "allocations", "legacy"),
+        rows,
+    )
+
+
+def _subset_table(sweep):
+    harness.print_table(
+        f"[filter_scheduler] host_subset_size at {sweep['nodes']} nodes, allocations mode, "
+        f"one process: {sweep['runs'][0]['servers']} servers each (scheduling in ms)",
+        ("subset", "conflicts/req", "conflicts", "sched", "p95", "sched CPU", "p95")
+        + ("boots/s", "CPU/boot", "resched", "errors"),
+        [
+            (
+                r["host_subset_size"],
+                f"{r['conflicts_per_request']:.3f}",
+                r["generation_conflicts"],
+                f"{r['schedule_ms']['median']:.1f}",
+                f"{r['schedule_ms']['p95']:.0f}",
+                f"{r['schedule_cpu_ms']['median']:.2f}",
+                f"{r['schedule_cpu_ms']['p95']:.2f}",
+                f"{r['boots_per_s']:.1f}",
+                f"{r['cpu_ms_per_boot']:.1f}",
+                r["reschedules"],
+                r["errors"],
+            )
+            for r in sweep["runs"]
+        ],
+    )
 
 
 def _ratio(value, base):
-    return f"{value / base:.2f}x"
+    return f"{value / base:.2f}x" if base else "-"
 
 
 def main(argv=None):
@@ -401,17 +645,24 @@ def main(argv=None):
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="10 and 30 nodes, 50 servers")
     parser.add_argument(
-        "--one", nargs=2, type=int, metavar=("NODES", "SERVERS"), help=argparse.SUPPRESS
+        "--quick", action="store_true", help="10 and 30 nodes, 32 servers (and 32 for each subset)"
     )
+    parser.add_argument(
+        "--one", nargs=3, metavar=("NODES", "MODE", "SERVERS"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--subsets", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_size(*args.one)))
+        nodes, mode, servers = args.one
+        subsets = [int(s) for s in args.subsets.split(",")] if args.subsets else ()
+        print(json.dumps(run_size(int(nodes), mode, int(servers), subsets)))
         return
-    sizes, servers = (QUICK_SIZES, QUICK_SERVERS) if args.quick else (SIZES, SERVERS)
-    result = report(measure(sizes, servers))
-    harness.record("scale-quick" if args.quick else "scale", result)
+    if args.quick:
+        results = measure(QUICK_SIZES, QUICK_SERVERS, QUICK_SUBSET_SERVERS)
+    else:
+        results = measure(SIZES, SERVERS, SUBSET_SERVERS)
+    harness.record("scale-quick" if args.quick else "scale", report(*results))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import datetime
 import functools
 import heapq
 import random
+import threading
 
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
@@ -42,6 +43,8 @@ LOG = logging.getLogger(__name__)
 # NOTE: each conflict means another allocation was written meanwhile, so the retries
 # make progress; this only bounds a request that keeps losing.
 MAX_GENERATION_CONFLICTS = 50
+_conflicts = 0
+_conflicts_lock = threading.Lock()
 
 
 class Scheduler:
@@ -72,11 +75,27 @@ class Scheduler:
                         record(node.host, node.nodename)
             except exception.ComputeNodeGenerationConflict as error:
                 LOG.debug("Choosing again for %s: %s", instance.uuid, error)
+                _count_conflict()
                 continue
             return node.host, node.nodename, allocation
         raise exception.NoValidHost(
             reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
         )
+
+
+def generation_conflicts():
+    """How many generation swaps this process's schedulers have lost (and chosen again
+    after) since it started: the price of concurrent requests choosing the same node,
+    which ``host_subset_size`` trades against packing (bench/scale.py reports it)."""
+    return _conflicts
+
+
+def _count_conflict():
+    global _conflicts
+    # NOTE: a lock, because += on a global is not atomic across threads; it is taken
+    # only on a lost swap, which already cost a transaction.
+    with _conflicts_lock:
+        _conflicts += 1
 
 
 class Wanted:

@@ -88,9 +88,16 @@ class Recorder:
 
 def start(path, default_actor, max_bytes=DEFAULT_MAX_BYTES):
     """Record every message of this process to ``path`` from now on."""
+    start_recorder(Recorder(path, default_actor, max_bytes))
+
+
+def start_recorder(recorder):
+    """Record every message of this process into ``recorder`` from now on: anything
+    with a ``default_actor``, ``write(record)`` (called from any thread) and
+    ``close()``, as bench/scale.py's, which counts the messages of each flow in memory."""
     global _recorder
     stop()
-    _recorder = Recorder(path, default_actor, max_bytes)
+    _recorder = recorder
 
 
 def stop():

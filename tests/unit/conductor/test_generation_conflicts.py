@@ -1,0 +1,46 @@
+"""A lost compare-and-swap is chosen again inside the scheduler, and counted."""
+
+import uuid
+
+from oslo_utils import timeutils
+
+from pcisim import faults
+from pcisim.compute import BINARY
+from pcisim.conductor import scheduler
+from pcisim.db import allocations, api
+from pcisim.objects.instance import Instance
+from tests.unit.db import factories
+
+
+def _up_node(ctxt):
+    node = factories.compute_node(ctxt)
+    api.service_create(
+        ctxt,
+        {
+            "host": node.host,
+            "binary": BINARY,
+            "topic": "compute",
+            "last_seen_up": timeutils.utcnow(),
+        },
+    )
+    return node
+
+
+def test_a_swap_lost_to_another_claim_is_chosen_again_and_counted(db, ctxt):
+    node = _up_node(ctxt)
+    instance = Instance(ctxt, uuid=str(uuid.uuid4()), vcpus=1, memory_mb=512, root_gb=1)
+    instance.pci_requests = None
+    lost = []
+
+    def another_claim(node_id, **details):
+        if not lost:
+            generation = allocations.host_states(ctxt, [node_id])[0][0].generation
+            lost.append(allocations.claim(ctxt, node_id, generation, "other", {"VCPU": 1}))
+
+    before = scheduler.generation_conflicts()
+    with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, another_claim):
+        host, nodename, allocation = scheduler.Scheduler().claim_destination(ctxt, instance)
+
+    assert (host, nodename) == (node.host, node.hypervisor_hostname)
+    assert allocation == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    assert scheduler.generation_conflicts() - before == 1
