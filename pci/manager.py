@@ -315,7 +315,7 @@ class PciDevTracker:
         self._pending_removal.discard(device.address)
         if device.instance_uuid in self._held_by:
             self._held_by[device.instance_uuid].pop(device.address, None)
-        self.stats.remove_device(device)
+        self.stats.discard_device(device)
         device.unlink()
 
     def _hold(self, instance_uuid, device):

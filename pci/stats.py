@@ -117,6 +117,17 @@ class PciDeviceStats:
             self._pool_of[device.address] = self._pool_for(device)
 
     def remove_device(self, device):
+        """Take a pooled (free) ``device`` out of its pool, as Nova does; raises
+        ``PciDevicePoolEmpty`` for a device no pool holds: a caller that thinks it
+        free when it is not has lost track of it."""
+        if device.address not in self._pool_of:
+            raise exception.PciDevicePoolEmpty(
+                compute_node_id=device.compute_node_id, address=device.address
+            )
+        self._discard(device)
+
+    def discard_device(self, device):
+        """Take ``device`` out of its pool if one holds it (a device leaving the node)."""
         self._discard(device)
 
     def _discard(self, device):

@@ -87,6 +87,26 @@ def test_a_device_that_is_not_available_leaves_its_pool():
     assert stats.pools() == []
 
 
+def test_removing_a_pooled_device_empties_its_pool():
+    stats = PciDeviceStats()
+    device = _device("0000:0a:00.1")
+    stats.update_device(device)
+    stats.remove_device(device)
+    assert stats.pools() == []
+
+
+@pytest.mark.parametrize("status", [S.CLAIMED, S.ALLOCATED, S.UNAVAILABLE, None])
+def test_removing_an_unpooled_device_from_the_pools_raises_pool_empty(status):
+    stats = PciDeviceStats()
+    device = _device("0000:0a:00.1")
+    if status is not None:  # None: a device the pools never saw
+        stats.update_device(device)
+        device.status = status
+        stats.update_device(device)
+    with pytest.raises(exception.PciDevicePoolEmpty, match="0000:0a:00.1 is in no pool"):
+        stats.remove_device(device)
+
+
 def test_a_device_whose_numa_node_changed_moves_pool():
     stats = PciDeviceStats()
     device = _device("0000:0a:00.1", numa_node=0)
