@@ -12,7 +12,8 @@ allocate  available, claimed      allocated   must be available or        idem
                                               unclaimable; become
                                               unavailable
 free      claimed, allocated      available   become available            follows its VFs
-remove    available               removed     (none)                      follows its VFs
+remove    available, unclaimable, removed     (none)                      follows its VFs
+          unavailable; no owner
 ========  ======================  ==========  ==========================  ================
 
 A PF "follows its VFs": unavailable while any VF is allocated, unclaimable while any VF
@@ -53,7 +54,11 @@ TRANSITIONS = {
         True,
     ),
     "free": Transition(frozenset({S.CLAIMED, S.ALLOCATED}), S.AVAILABLE, None, S.AVAILABLE, False),
-    "remove": Transition(frozenset({S.AVAILABLE}), S.REMOVED, None, None, False),
+    # NOTE: as in Nova, any device without an owner may go: the idle VF of an
+    # allocated PF, or the idle PF of an allocated VF, leaves with the hypervisor.
+    "remove": Transition(
+        frozenset({S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE}), S.REMOVED, None, None, False
+    ),
 }
 
 
@@ -126,7 +131,10 @@ def _check_owner(device, event, instance_uuid):
     owner = device.instance_uuid
     claimed_by_another = event == "allocate" and device.status == S.CLAIMED
     freed_by_another = event == "free" and instance_uuid is not None
-    if (claimed_by_another or freed_by_another) and owner != instance_uuid:
+    removed_from_its_owner = event == "remove"  # NOTE: instance_uuid is None
+    if (claimed_by_another or freed_by_another or removed_from_its_owner) and (
+        owner != instance_uuid
+    ):
         raise exception.PciDeviceInvalidOwner(
             compute_node_id=device.compute_node_id,
             address=device.address,

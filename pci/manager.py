@@ -32,6 +32,9 @@ from pcisim.pci.report import REPORTED_FIELDS, normalized_report, report_of
 
 LOG = logging.getLogger(__name__)
 S = fields.PciDeviceStatus
+# Statuses in which a device that left the hypervisor's report is removed at once:
+# those of the state table's ``remove`` (a device without an owner).
+REMOVABLE = pci_device_state.TRANSITIONS["remove"].sources
 
 
 class PciDevTracker:
@@ -184,7 +187,7 @@ class PciDevTracker:
         self._dirty[device.address] = device
 
     def _vanished(self, device):
-        if device.status == S.AVAILABLE:
+        if device.status in REMOVABLE and device.instance_uuid is None:
             self._changed(device.remove())
         elif device.status not in (S.REMOVED, S.DELETED):
             if device.address not in self._pending_removal:

@@ -178,6 +178,36 @@ def test_a_busy_device_gone_from_the_report_is_kept_then_removed_when_freed(
     assert device.address not in {p for pool in tracker.stats.pools() for p in pool.devices}
 
 
+def test_the_idle_vfs_of_an_allocated_pf_leaving_the_report_are_removed_at_once(
+    tracker, node, ctxt
+):
+    (pf,) = tracker.claim_instance("i-1", _requests(PF_SPEC))
+    tracker.allocate_instance("i-1")
+    idle_vf = pf.child_devices[0].address
+    report = [e for e in inventory.sriov_report(2, 4) if e["address"] != idle_vf]
+    tracker.update_devices_from_hypervisor_resources(report)
+    tracker.save()
+    assert idle_vf not in _stored(ctxt, node)
+    tracker.free_instance("i-1")
+    tracker.save()
+    stored = _stored(ctxt, node)
+    assert idle_vf not in stored
+    assert {stored[vf.address].status for vf in pf.child_devices} == {S.AVAILABLE}
+
+
+def test_the_idle_pf_of_an_allocated_vf_leaving_the_report_is_removed_at_once(tracker, node, ctxt):
+    (vf,) = tracker.claim_instance("i-1", _requests())
+    tracker.allocate_instance("i-1")
+    report = [e for e in inventory.sriov_report(2, 4) if e["address"] != vf.parent_addr]
+    tracker.update_devices_from_hypervisor_resources(report)
+    tracker.save()
+    assert vf.parent_addr not in _stored(ctxt, node)
+    tracker.free_instance("i-1")
+    tracker.save()
+    assert _stored(ctxt, node)[vf.address].status == S.AVAILABLE
+    assert vf.parent_addr not in {d.address for d in tracker.devices}
+
+
 def test_a_device_reported_again_before_it_is_freed_is_not_removed(tracker, node, ctxt):
     (device,) = tracker.claim_instance("i-1", _requests())
     report = inventory.sriov_report(2, 4)
