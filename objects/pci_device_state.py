@@ -21,14 +21,23 @@ is claimed, available otherwise. Nova sets the PF to unclaimable on every VF cla
 even when another VF is allocated; deriving it from the VFs keeps the PF's status true.
 
 Every check runs before anything changes, so a refused event changes nothing.
+
+Claiming an available PF tolerates VFs that are unclaimable or unavailable without an
+owner, with a warning, as Nova does since its bug 1969496: older code left such rows
+behind, and refusing the PF while it stays pooled would fail every claim the
+scheduler sends to the node. The claim makes those VFs unclaimable, so freeing the PF
+makes them available again and the inconsistency is gone.
 """
 
 import dataclasses
+
+from oslo_log import log as logging
 
 from pcisim import exception
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.fields import PciDeviceType
 
+LOG = logging.getLogger(__name__)
 _GONE = frozenset({S.REMOVED, S.DELETED})
 PF_FOLLOWING_VFS = frozenset({S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE})
 
@@ -40,11 +49,17 @@ class Transition:
     vfs_must_be: frozenset | None  # for a PF: every live VF must be in one of these
     vfs_become: str | None  # ... and then becomes this
     holds: bool  # whether the device ends up held by an instance
+    vfs_tolerated: frozenset = frozenset()  # VF statuses let pass, with a warning
 
 
 TRANSITIONS = {
     "claim": Transition(
-        frozenset({S.AVAILABLE}), S.CLAIMED, frozenset({S.AVAILABLE}), S.UNCLAIMABLE, True
+        frozenset({S.AVAILABLE}),
+        S.CLAIMED,
+        frozenset({S.AVAILABLE}),
+        S.UNCLAIMABLE,
+        True,
+        vfs_tolerated=frozenset({S.UNCLAIMABLE, S.UNAVAILABLE}),  # NOTE: Nova bug 1969496
     ),
     "allocate": Transition(
         frozenset({S.AVAILABLE, S.CLAIMED}),
@@ -122,7 +137,7 @@ def _check(device, event, transition, instance_uuid):
         )
     _check_owner(device, event, instance_uuid)
     if device.dev_type == PciDeviceType.SRIOV_PF and transition.vfs_must_be:
-        _check_vfs(device, transition.vfs_must_be)
+        _check_vfs(device, transition)
     if transition.holds and device.parent_device is not None:
         _check_pf(device)
 
@@ -143,8 +158,11 @@ def _check_owner(device, event, instance_uuid):
         )
 
 
-def _check_vfs(device, allowed):
-    busy = [f"{vf.address} ({vf.status})" for vf in live_vfs(device) if vf.status not in allowed]
+def _check_vfs(device, transition):
+    allowed = transition.vfs_must_be
+    others = [vf for vf in live_vfs(device) if vf.status not in allowed]
+    tolerated = [vf for vf in others if _tolerated(vf, transition)]
+    busy = [f"{vf.address} ({vf.status})" for vf in others if not _tolerated(vf, transition)]
     if busy:
         raise exception.PciDeviceVFInvalidStatus(
             compute_node_id=device.compute_node_id,
@@ -152,6 +170,18 @@ def _check_vfs(device, allowed):
             hopestatus=" or ".join(sorted(allowed)),
             busy=", ".join(busy),
         )
+    if tolerated:
+        LOG.warning(
+            "PF %s:%s is available while VFs of it are not, a state older code left "
+            "(Nova bug 1969496); claiming it anyway, which sets them right: %s",
+            device.compute_node_id,
+            device.address,
+            ", ".join(f"{vf.address} ({vf.status})" for vf in tolerated),
+        )
+
+
+def _tolerated(vf, transition):
+    return vf.status in transition.vfs_tolerated and vf.instance_uuid is None
 
 
 def _check_pf(device):

@@ -218,3 +218,23 @@ def test_removing_the_idle_pf_of_an_allocated_vf_leaves_the_vf_allocated():
     assert pf.remove() == [pf]
     vfs[0].free(INSTANCE)
     assert (pf.status, vfs[0].status) == (S.REMOVED, S.AVAILABLE)
+
+
+@pytest.mark.parametrize("vf_status", [S.UNCLAIMABLE, S.UNAVAILABLE])
+def test_claiming_an_available_pf_tolerates_idle_busy_looking_vfs_as_nova_bug_1969496_needs(
+    vf_status, caplog
+):
+    pf, vfs = _pf_with_vfs(vf_status=vf_status)
+    pf.claim(INSTANCE)
+    assert "Nova bug 1969496" in caplog.text
+    assert [vf.status for vf in vfs] == [S.UNCLAIMABLE] * 2
+    pf.free(INSTANCE)
+    assert [vf.status for vf in vfs] == [S.AVAILABLE] * 2
+
+
+def test_a_vf_with_an_owner_still_keeps_its_pf_from_being_claimed():
+    pf, vfs = _pf_with_vfs(vf_status=S.UNAVAILABLE)
+    vfs[0].instance_uuid = OTHER
+    with pytest.raises(exception.PciDeviceVFInvalidStatus, match=vfs[0].address):
+        pf.claim(INSTANCE)
+    assert pf.status == S.AVAILABLE

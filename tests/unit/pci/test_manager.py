@@ -406,3 +406,37 @@ def test_a_new_address_reported_twice_is_not_created(node, ctxt):
     tracker.save()
     assert report[-1]["address"] not in _stored(ctxt, node)
     assert len(_stored(ctxt, node)) == len(report) - 1
+
+
+def _set_status(address, status):
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        table = models.PciDevice.__table__
+        connection.execute(sa.update(table).where(table.c.address == address).values(status=status))
+
+
+@pytest.mark.parametrize(
+    "vf_statuses", [(S.UNAVAILABLE,), (S.UNAVAILABLE, S.AVAILABLE), (S.UNCLAIMABLE, S.AVAILABLE)]
+)
+def test_an_available_pf_with_unavailable_vfs_left_by_nova_bug_1969496_is_claimed_with_a_warning(
+    conductor, node, ctxt, caplog, vf_statuses
+):
+    first = PciDevTracker(ctxt, node, SPECS)
+    first.update_devices_from_hypervisor_resources(inventory.sriov_report(1, len(vf_statuses)))
+    first.save()
+    vfs = [inventory.vf_address(0, j) for j in range(len(vf_statuses))]
+    for address, status in zip(vfs, vf_statuses, strict=True):
+        _set_status(address, status)
+    tracker = PciDevTracker(ctxt, node, SPECS)
+
+    (pf,) = tracker.claim_instance("i-1", _requests(PF_SPEC))
+    tracker.allocate_instance("i-1")
+    tracker.save()
+    assert "(Nova bug 1969496); claiming it anyway" in caplog.text
+    stored = _stored(ctxt, node)
+    assert stored[pf.address].status == S.ALLOCATED
+    assert {stored[address].status for address in vfs} == {S.UNAVAILABLE}
+
+    tracker.free_instance("i-1")
+    tracker.save()
+    stored = _stored(ctxt, node)
+    assert {stored[address].status for address in [pf.address, *vfs]} == {S.AVAILABLE}
