@@ -81,13 +81,15 @@ class PciDevTracker:
 
     def inventory(self):
         """What the scheduler may allocate of this node's devices: the pools of every
-        device in the inventory, with totals and groups (``pci/capacity.py``)."""
+        device in the inventory, with totals and groups (``pci/capacity.py``), and the
+        node's NUMA sockets, which the ``socket`` NUMA policy plans with."""
         counts = capacity.inventory_counts(self._devices.values(), self._tags_for)
-        return PciDevicePoolList(
-            objects=[
+        return PciDevicePoolList.of(
+            [
                 PciDevicePool(**{**key._asdict(), "tags": dict(key.tags)}, count=count)
                 for key, count in sorted(counts.items(), key=str)
-            ]
+            ],
+            self._numa_sockets,
         )
 
     def pci_resources_of(self, instance_uuid):

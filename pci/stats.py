@@ -161,19 +161,21 @@ class PciDeviceStats:
             counts[(pool.vendor_id, pool.product_id, pool.numa_node, pool.dev_type, pool.tags)] += (
                 pool.count
             )
-        return pci_device_pool.PciDevicePoolList(
-            objects=[
+        return pci_device_pool.PciDevicePoolList.of(
+            [
                 pci_device_pool.PciDevicePool(
                     vendor_id=v, product_id=p, numa_node=n, dev_type=t, tags=dict(tags), count=count
                 )
                 for (v, p, n, t, tags), count in sorted(counts.items(), key=str)
-            ]
+            ],
+            self._numa_sockets or None,
         )
 
     @classmethod
-    def from_device_pools(cls, pool_list, numa_sockets=None):
-        """Count-only pools, as the scheduler sees a node."""
-        stats = cls(numa_sockets=numa_sockets)
+    def from_device_pools(cls, pool_list):
+        """Count-only pools, as the scheduler sees a node (in the legacy mode), on the
+        NUMA layout the pool list carries."""
+        stats = cls(numa_sockets=pool_list.socket_map() if pool_list else None)
         for published in pool_list or ():
             pool = Pool(
                 published.vendor_id,
@@ -192,7 +194,8 @@ class PciDeviceStats:
     def from_capacity(cls, inventory, used, numa_sockets=None):
         """Count-only pools of what is free of a node's PCI ``inventory`` (inventory
         pools: PciDevicePool with ``group``, ``count`` the total) once the allocations
-        ``used`` ({resource: used}) are taken, each bounded by its counter."""
+        ``used`` ({resource: used}) are taken, each bounded by its counter, on a node
+        whose NUMA layout is ``numa_sockets`` ({NUMA node: socket})."""
         by_name, sizes = capacity.draws(inventory)
         stats = cls(numa_sockets=numa_sockets)
         stats._counters_left = capacity.counters_left(by_name, sizes, used)

@@ -27,7 +27,6 @@ A device still held then has leaked.
 import collections
 import contextlib
 import dataclasses
-import json
 import threading
 
 import sqlalchemy as sa
@@ -48,6 +47,7 @@ from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import service as conductor_service
 from pcisim.db import archive, engine, models
 from pcisim.objects.instance import Instance
+from pcisim.objects.pci_device_pool import PciDevicePoolList
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
 from tests import config_overrides
@@ -205,10 +205,9 @@ def pool_counts(rows):
 def published_counts(node_row):
     """The node's published pools as the same counts (empty pools left out)."""
     counts = collections.Counter()
-    for pool in json.loads(node_row["pci_stats"] or "[]"):
-        assert not pool.get("tags"), f"no device_spec here tags devices: {pool}"
-        key = (pool["vendor_id"], pool["product_id"], pool["numa_node"], pool["dev_type"])
-        counts[key] += pool["count"]
+    for pool in PciDevicePoolList.from_json(node_row["pci_stats"]):
+        assert not pool.tags, f"no device_spec here tags devices: {pool.to_dict()}"
+        counts[(pool.vendor_id, pool.product_id, pool.numa_node, pool.dev_type)] += pool.count
     return +counts
 
 
