@@ -19,6 +19,7 @@ remove    available, unclaimable, removed     (none)                      follow
 A PF "follows its VFs": unavailable while any VF is allocated, unclaimable while any VF
 is claimed, available otherwise. Nova sets the PF to unclaimable on every VF claim,
 even when another VF is allocated; deriving it from the VFs keeps the PF's status true.
+This is the state machine's one difference from Nova (``docs/inventory.md`` lists all).
 
 Every check runs before anything changes, so a refused event changes nothing.
 
