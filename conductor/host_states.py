@@ -30,7 +30,8 @@ class NodeState:
         self.totals = {name: getattr(row, column) for name, column in capacity.NODE_TOTALS.items()}
         self.used = used
         self.free_memory = self.totals[capacity.MEMORY_MB] - used.get(capacity.MEMORY_MB, 0)
-        self.inventory = _inventory(row.pci_inventory)
+        inventory = _inventory(row.pci_inventory)
+        self.inventory, self.numa_sockets = inventory.objects, inventory.socket_map()
         self._plans = {}  # Wanted.key -> {resource: used}, or None when it does not fit
 
     def allocation_for(self, wanted):
@@ -52,7 +53,7 @@ class NodeState:
             return None
         devices = {}
         if wanted.requests:
-            stats = PciDeviceStats.from_capacity(self.inventory, self.used)
+            stats = PciDeviceStats.from_capacity(self.inventory, self.used, self.numa_sockets)
             devices = stats.allocation_for(wanted.requests, wanted.numa_cells)
             if devices is None:
                 return None
@@ -81,4 +82,4 @@ class HostStates:
 
 @functools.lru_cache(maxsize=1024)
 def _inventory(text):
-    return PciDevicePoolList.from_json(text).objects
+    return PciDevicePoolList.from_json(text)

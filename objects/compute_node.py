@@ -22,7 +22,8 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.2: added pci_inventory, PciDevicePoolList 1.1, heal_allocations
     # Version 1.3: added save_with_devices (a conductor serves it from 1.3 on; as
     #              ever, conductors are upgraded before computes)
-    VERSION = "1.3"
+    # Version 1.4: PciDevicePoolList 1.2 (the node's NUMA sockets, for the scheduler)
+    VERSION = "1.4"
 
     fields = {
         "id": fields.IntegerField(),
@@ -40,8 +41,8 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
         **base.PcisimPersistentObject.fields,
     }
     obj_relationships = {
-        "pci_device_pools": [("1.1", "1.0"), ("1.2", "1.1")],
-        "pci_inventory": [("1.2", "1.1")],
+        "pci_device_pools": [("1.1", "1.0"), ("1.2", "1.1"), ("1.4", "1.2")],
+        "pci_inventory": [("1.2", "1.1"), ("1.4", "1.2")],
     }
 
     def obj_make_compatible(self, primitive, target_version):
@@ -134,11 +135,12 @@ class ComputeNodeList(base.ObjectListBase, base.PcisimObject):
     # Version 1.1: ComputeNode 1.1
     # Version 1.2: ComputeNode 1.2
     # Version 1.3: ComputeNode 1.3
-    VERSION = "1.3"
+    # Version 1.4: ComputeNode 1.4
+    VERSION = "1.4"
 
     fields = {"objects": fields.ListOfObjectsField("ComputeNode")}
     obj_relationships = {
-        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3")]
+        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3"), ("1.4", "1.4")]
     }
 
     @classmethod

@@ -12,22 +12,33 @@ allocate  available, claimed      allocated   must be available or        idem
                                               unclaimable; become
                                               unavailable
 free      claimed, allocated      available   become available            follows its VFs
-remove    available               removed     (none)                      follows its VFs
+remove    available, unclaimable, removed     (none)                      follows its VFs
+          unavailable; no owner
 ========  ======================  ==========  ==========================  ================
 
 A PF "follows its VFs": unavailable while any VF is allocated, unclaimable while any VF
 is claimed, available otherwise. Nova sets the PF to unclaimable on every VF claim,
 even when another VF is allocated; deriving it from the VFs keeps the PF's status true.
+This is the state machine's one difference from Nova (``docs/inventory.md`` lists all).
 
 Every check runs before anything changes, so a refused event changes nothing.
+
+Claiming an available PF tolerates VFs that are unclaimable or unavailable without an
+owner, with a warning, as Nova does since its bug 1969496: older code left such rows
+behind, and refusing the PF while it stays pooled would fail every claim the
+scheduler sends to the node. The claim makes those VFs unclaimable, so freeing the PF
+makes them available again and the inconsistency is gone.
 """
 
 import dataclasses
+
+from oslo_log import log as logging
 
 from pcisim import exception
 from pcisim.objects.fields import PciDeviceStatus as S
 from pcisim.objects.fields import PciDeviceType
 
+LOG = logging.getLogger(__name__)
 _GONE = frozenset({S.REMOVED, S.DELETED})
 PF_FOLLOWING_VFS = frozenset({S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE})
 
@@ -39,11 +50,17 @@ class Transition:
     vfs_must_be: frozenset | None  # for a PF: every live VF must be in one of these
     vfs_become: str | None  # ... and then becomes this
     holds: bool  # whether the device ends up held by an instance
+    vfs_tolerated: frozenset = frozenset()  # VF statuses let pass, with a warning
 
 
 TRANSITIONS = {
     "claim": Transition(
-        frozenset({S.AVAILABLE}), S.CLAIMED, frozenset({S.AVAILABLE}), S.UNCLAIMABLE, True
+        frozenset({S.AVAILABLE}),
+        S.CLAIMED,
+        frozenset({S.AVAILABLE}),
+        S.UNCLAIMABLE,
+        True,
+        vfs_tolerated=frozenset({S.UNCLAIMABLE, S.UNAVAILABLE}),  # NOTE: Nova bug 1969496
     ),
     "allocate": Transition(
         frozenset({S.AVAILABLE, S.CLAIMED}),
@@ -53,7 +70,11 @@ TRANSITIONS = {
         True,
     ),
     "free": Transition(frozenset({S.CLAIMED, S.ALLOCATED}), S.AVAILABLE, None, S.AVAILABLE, False),
-    "remove": Transition(frozenset({S.AVAILABLE}), S.REMOVED, None, None, False),
+    # NOTE: as in Nova, any device without an owner may go: the idle VF of an
+    # allocated PF, or the idle PF of an allocated VF, leaves with the hypervisor.
+    "remove": Transition(
+        frozenset({S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE}), S.REMOVED, None, None, False
+    ),
 }
 
 
@@ -117,7 +138,7 @@ def _check(device, event, transition, instance_uuid):
         )
     _check_owner(device, event, instance_uuid)
     if device.dev_type == PciDeviceType.SRIOV_PF and transition.vfs_must_be:
-        _check_vfs(device, transition.vfs_must_be)
+        _check_vfs(device, transition)
     if transition.holds and device.parent_device is not None:
         _check_pf(device)
 
@@ -126,7 +147,10 @@ def _check_owner(device, event, instance_uuid):
     owner = device.instance_uuid
     claimed_by_another = event == "allocate" and device.status == S.CLAIMED
     freed_by_another = event == "free" and instance_uuid is not None
-    if (claimed_by_another or freed_by_another) and owner != instance_uuid:
+    removed_from_its_owner = event == "remove"  # NOTE: instance_uuid is None
+    if (claimed_by_another or freed_by_another or removed_from_its_owner) and (
+        owner != instance_uuid
+    ):
         raise exception.PciDeviceInvalidOwner(
             compute_node_id=device.compute_node_id,
             address=device.address,
@@ -135,8 +159,11 @@ def _check_owner(device, event, instance_uuid):
         )
 
 
-def _check_vfs(device, allowed):
-    busy = [f"{vf.address} ({vf.status})" for vf in live_vfs(device) if vf.status not in allowed]
+def _check_vfs(device, transition):
+    allowed = transition.vfs_must_be
+    others = [vf for vf in live_vfs(device) if vf.status not in allowed]
+    tolerated = [vf for vf in others if _tolerated(vf, transition)]
+    busy = [f"{vf.address} ({vf.status})" for vf in others if not _tolerated(vf, transition)]
     if busy:
         raise exception.PciDeviceVFInvalidStatus(
             compute_node_id=device.compute_node_id,
@@ -144,6 +171,18 @@ def _check_vfs(device, allowed):
             hopestatus=" or ".join(sorted(allowed)),
             busy=", ".join(busy),
         )
+    if tolerated:
+        LOG.warning(
+            "PF %s:%s is available while VFs of it are not, a state older code left "
+            "(Nova bug 1969496); claiming it anyway, which sets them right: %s",
+            device.compute_node_id,
+            device.address,
+            ", ".join(f"{vf.address} ({vf.status})" for vf in tolerated),
+        )
+
+
+def _tolerated(vf, transition):
+    return vf.status in transition.vfs_tolerated and vf.instance_uuid is None
 
 
 def _check_pf(device):

@@ -127,8 +127,9 @@ class RegexAddressSpec:
     """A dict of regular expressions keyed by field name, as Nova reads it.
 
     ``{"domain": ".*", "bus": "0a", "slot": "0[0-3]", "function": "[1-7]"}``: every key
-    is optional; each pattern must match the whole canonical lowercase field (``"0a"``,
-    not ``"a"`` or ``"0A"``).
+    is optional; each pattern is matched from the start of the canonical lowercase
+    field (``re.match``, as Nova does): ``"8"`` selects buses 80 to 8f, ``"[0-3]"``
+    slots 00 to 1f, and ``"0A"`` nothing. Write ``"0a$"`` to match a field whole.
     """
 
     def __init__(self, patterns):
@@ -149,7 +150,7 @@ class RegexAddressSpec:
 
     def match(self, address_text):
         fields = PciAddress.parse(address_text).field_texts
-        return all(pattern.fullmatch(fields[name]) for name, pattern in self._wanted)
+        return all(pattern.match(fields[name]) for name, pattern in self._wanted)
 
 
 def _compile(patterns, name):

@@ -64,11 +64,19 @@ class DeviceSpec:
         )
 
     def _pci_id(self, key, value):
-        """A vendor or product id: None for any, else the id in lowercase."""
+        """A vendor or product id: None for any, else the id in lowercase.
+
+        NOTE: Nova reads a device_spec id as any hex number up to ffff (``"0x8086"``,
+        ``"86"``); pcisim takes the one id form of every reader (``pci.ids``) and
+        refuses the others, naming the id Nova would have read, so that an operator's
+        spec never selects other devices than it did in Nova.
+        """
         if value == ANY:
             return None
         if not ids.is_pci_id(value):
-            raise self._error(f"{key} {value!r} is not '*' or {ids.FORM}")
+            nova_reads = ids.as_nova_hex_number(value)
+            hint = f"; write {nova_reads!r}, the id Nova reads it as" if nova_reads else ""
+            raise self._error(f"{key} {value!r} is not '*' or {ids.FORM}{hint}")
         return value.lower()
 
     def _address_spec(self, value):

@@ -32,6 +32,9 @@ from pcisim.pci.report import REPORTED_FIELDS, normalized_report, report_of
 
 LOG = logging.getLogger(__name__)
 S = fields.PciDeviceStatus
+# Statuses in which a device that left the hypervisor's report is removed at once:
+# those of the state table's ``remove`` (a device without an owner).
+REMOVABLE = pci_device_state.TRANSITIONS["remove"].sources
 
 
 class PciDevTracker:
@@ -78,13 +81,15 @@ class PciDevTracker:
 
     def inventory(self):
         """What the scheduler may allocate of this node's devices: the pools of every
-        device in the inventory, with totals and groups (``pci/capacity.py``)."""
+        device in the inventory, with totals and groups (``pci/capacity.py``), and the
+        node's NUMA sockets, which the ``socket`` NUMA policy plans with."""
         counts = capacity.inventory_counts(self._devices.values(), self._tags_for)
-        return PciDevicePoolList(
-            objects=[
+        return PciDevicePoolList.of(
+            [
                 PciDevicePool(**{**key._asdict(), "tags": dict(key.tags)}, count=count)
                 for key, count in sorted(counts.items(), key=str)
-            ]
+            ],
+            self._numa_sockets,
         )
 
     def pci_resources_of(self, instance_uuid):
@@ -184,7 +189,7 @@ class PciDevTracker:
         self._dirty[device.address] = device
 
     def _vanished(self, device):
-        if device.status == S.AVAILABLE:
+        if device.status in REMOVABLE and device.instance_uuid is None:
             self._changed(device.remove())
         elif device.status not in (S.REMOVED, S.DELETED):
             if device.address not in self._pending_removal:
@@ -315,7 +320,7 @@ class PciDevTracker:
         self._pending_removal.discard(device.address)
         if device.instance_uuid in self._held_by:
             self._held_by[device.instance_uuid].pop(device.address, None)
-        self.stats.remove_device(device)
+        self.stats.discard_device(device)
         device.unlink()
 
     def _hold(self, instance_uuid, device):

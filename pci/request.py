@@ -19,6 +19,13 @@ from pcisim.pci import ids
 
 NUMA_POLICIES = ("required", "legacy", "preferred", "socket")
 DEFAULT_NUMA_POLICY = "legacy"
+# NOTE: as in Nova, vDPA devices are not requested by alias (Nova asks for them through
+# a vDPA port, which pcisim does not have): an alias may not name that type.
+ALIAS_DEVICE_TYPES = (
+    fields.PciDeviceType.STANDARD,
+    fields.PciDeviceType.SRIOV_PF,
+    fields.PciDeviceType.SRIOV_VF,
+)
 
 _ALIAS_KEYS = ("name", "vendor_id", "product_id", "device_type", "numa_policy")
 _ID_KEYS = ("vendor_id", "product_id")
@@ -31,9 +38,9 @@ class Alias:
     """A named PCI request: a device matching any one of ``specs``.
 
     ``specs`` hold ``vendor_id`` and ``product_id`` (ids as `pci.ids` reads them, in
-    lowercase) when the operator gave them; an alias with neither matches devices of any vendor.
+    lowercase), which every definition must give, as Nova requires since 2025.
 
-    ``device_type`` is one of ``PciDeviceType.ALL``, or None when the operator gave
+    ``device_type`` is one of ``ALIAS_DEVICE_TYPES``, or None when the operator gave
     none. As in Nova, None puts no ``dev_type`` in the request spec, and it is the
     pools (``pci.stats``) that hand out a PF only to a spec asking for ``type-PF``
     and a vDPA device only to one asking for ``vdpa``: so an alias without a
@@ -54,9 +61,9 @@ class Alias:
 def parse_aliases(values):
     """The aliases ``[pci] alias`` defines, by name.
 
-    Each value is a JSON dict or a JSON list of dicts with the keys ``name``
-    (required), ``vendor_id``, ``product_id``, ``device_type`` and ``numa_policy``
-    (default ``legacy``). Definitions repeating a name OR their specs together and
+    Each value is a JSON dict or a JSON list of dicts with the keys ``name``,
+    ``vendor_id`` and ``product_id`` (required), ``device_type`` (not ``vdpa``) and
+    ``numa_policy`` (default ``legacy``). Definitions repeating a name OR their specs together and
     must agree on device_type and numa_policy (an absent device_type differs from a
     given one). Raises ``PciConfigError`` naming the entry, the bad key and value.
     """
@@ -87,10 +94,24 @@ def _alias(entry, definition):
     unknown = sorted(set(definition) - set(_ALIAS_KEYS))
     if unknown:
         raise _config_error(entry, f"unknown key {unknown[0]!r}; known keys are {_ALIAS_KEYS}")
+    name = _alias_name(entry, definition)
     spec = {key: _pci_id(entry, key, definition[key]) for key in _ID_KEYS if key in definition}
+    missing = [key for key in _ID_KEYS if key not in spec]
+    if missing:
+        raise _config_error(
+            entry,
+            f"alias {name!r} has no {' and no '.join(missing)}; an alias names the "
+            "vendor_id and product_id of the devices it asks for (Nova refuses it too)",
+        )
+    if definition.get("device_type") == fields.PciDeviceType.VDPA:
+        raise _config_error(
+            entry,
+            f"alias {name!r} asks for vdpa devices, which are not requested by alias "
+            "(in Nova, by a vDPA port; pcisim has no ports)",
+        )
     return Alias(
-        name=_alias_name(entry, definition),
-        device_type=_choice(entry, definition, "device_type", fields.PciDeviceType.ALL, None),
+        name=name,
+        device_type=_choice(entry, definition, "device_type", ALIAS_DEVICE_TYPES, None),
         numa_policy=_choice(entry, definition, "numa_policy", NUMA_POLICIES, DEFAULT_NUMA_POLICY),
         specs=(spec,),
     )
@@ -144,9 +165,12 @@ def parse_request(request, aliases):
     dicts (JSON: count is an integer, not a string). The count is always required,
     as in Nova's flavor extra spec: a bare ``"gpu"`` is an error, not one device.
 
+    An alias may be named more than once (``"gpu:1,gpu:2"``): as in Nova, each item is
+    a request of its own.
+
     Raises ``PciAliasNotFound`` for a name ``aliases`` lacks, and
     ``InvalidPciRequest`` for an empty request or item, a missing name, a count that
-    is not a positive integer, an alias named twice, or a malformed list item.
+    is not a positive integer, or a malformed list item.
     """
     if isinstance(request, str):
         pairs = _pairs_from_text(request)
@@ -192,17 +216,13 @@ def _pair_from_dict(request, item):
 
 
 def _resolved(request, pairs, aliases):
-    seen = set()
     for name, count in pairs:
         if not name:
             raise _invalid(request, "an item has no alias name")
         if count < 1:
             raise _invalid(request, f"count {count!r} of {name!r} is not a positive integer")
-        if name in seen:
-            raise _invalid(request, f"alias {name!r} is requested twice")
         if name not in aliases:
             raise exception.PciAliasNotFound(alias=name)
-        seen.add(name)
     return [(aliases[name], count) for name, count in pairs]
 
 
@@ -236,8 +256,15 @@ def spec_matches(spec, candidate):
 
     ``candidate`` is a device's or pool's dict of strings: ``vendor_id``,
     ``product_id``, ``dev_type`` and its tags, either at the top level (as in a
-    pool) or in a nested ``tags`` dict. Values compare exactly; an empty spec
-    matches anything.
+    pool) or in a nested ``tags`` dict. As in Nova, text values compare ignoring
+    case (a device_spec's ``physical_network: PhysNet1`` serves a request for
+    ``physnet1``); keys compare exactly; an empty spec matches anything.
     """
     tags = candidate.get("tags") or {}
-    return all(candidate.get(key, tags.get(key)) == value for key, value in spec.items())
+    return all(
+        _folded(candidate.get(key, tags.get(key))) == _folded(value) for key, value in spec.items()
+    )
+
+
+def _folded(value):
+    return value.lower() if isinstance(value, str) else value

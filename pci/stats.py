@@ -14,10 +14,11 @@ requests are planned against pools:
   from the pools its allocation names when it has one.
 
 PF and vDPA pools serve only requests that ask for that device type. NUMA policies,
-for a guest on NUMA nodes ``numa_cells``: ``required`` takes devices on those nodes
-only; ``legacy`` (the default) also takes devices with no NUMA node; ``preferred``
-takes any device, those nodes first; ``socket`` takes devices on the same socket.
-A guest without NUMA topology (``numa_cells=None``) may use any device.
+for a guest on NUMA nodes ``numa_cells``, each taking devices on those nodes first:
+``required`` takes devices on those nodes only; ``legacy`` (the default) then devices
+with no NUMA node; ``preferred`` then devices with no NUMA node, then any other;
+``socket`` then devices on other nodes of the same sockets. A guest without NUMA
+topology (``numa_cells=None``) may use any device.
 
 Non-empty pools are indexed by (vendor, product, type, NUMA node), so the cost of a
 claim does not grow with the number of devices or pools on the node.
@@ -116,6 +117,17 @@ class PciDeviceStats:
             self._pool_of[device.address] = self._pool_for(device)
 
     def remove_device(self, device):
+        """Take a pooled (free) ``device`` out of its pool, as Nova does; raises
+        ``PciDevicePoolEmpty`` for a device no pool holds: a caller that thinks it
+        free when it is not has lost track of it."""
+        if device.address not in self._pool_of:
+            raise exception.PciDevicePoolEmpty(
+                compute_node_id=device.compute_node_id, address=device.address
+            )
+        self._discard(device)
+
+    def discard_device(self, device):
+        """Take ``device`` out of its pool if one holds it (a device leaving the node)."""
         self._discard(device)
 
     def _discard(self, device):
@@ -149,19 +161,21 @@ class PciDeviceStats:
             counts[(pool.vendor_id, pool.product_id, pool.numa_node, pool.dev_type, pool.tags)] += (
                 pool.count
             )
-        return pci_device_pool.PciDevicePoolList(
-            objects=[
+        return pci_device_pool.PciDevicePoolList.of(
+            [
                 pci_device_pool.PciDevicePool(
                     vendor_id=v, product_id=p, numa_node=n, dev_type=t, tags=dict(tags), count=count
                 )
                 for (v, p, n, t, tags), count in sorted(counts.items(), key=str)
-            ]
+            ],
+            self._numa_sockets or None,
         )
 
     @classmethod
-    def from_device_pools(cls, pool_list, numa_sockets=None):
-        """Count-only pools, as the scheduler sees a node."""
-        stats = cls(numa_sockets=numa_sockets)
+    def from_device_pools(cls, pool_list):
+        """Count-only pools, as the scheduler sees a node (in the legacy mode), on the
+        NUMA layout the pool list carries."""
+        stats = cls(numa_sockets=pool_list.socket_map() if pool_list else None)
         for published in pool_list or ():
             pool = Pool(
                 published.vendor_id,
@@ -180,7 +194,8 @@ class PciDeviceStats:
     def from_capacity(cls, inventory, used, numa_sockets=None):
         """Count-only pools of what is free of a node's PCI ``inventory`` (inventory
         pools: PciDevicePool with ``group``, ``count`` the total) once the allocations
-        ``used`` ({resource: used}) are taken, each bounded by its counter."""
+        ``used`` ({resource: used}) are taken, each bounded by its counter, on a node
+        whose NUMA layout is ``numa_sockets`` ({NUMA node: socket})."""
         by_name, sizes = capacity.draws(inventory)
         stats = cls(numa_sockets=numa_sockets)
         stats._counters_left = capacity.counters_left(by_name, sizes, used)
@@ -272,25 +287,37 @@ class PciDeviceStats:
         return None
 
     def _candidate_pools(self, request, numa_cells):
+        """The pools that may serve ``request``, the closest to the guest's NUMA nodes
+        first (see ``_numa_rank``); among equally close ones, in the order they came."""
         policy = request.numa_policy if request.obj_attr_is_set("numa_policy") else None
         policy = policy or LEGACY
-        buckets = [b for b in self._buckets if self._numa_allows(policy, b[3], numa_cells)]
-        if policy == PREFERRED and numa_cells is not None:
-            buckets.sort(key=lambda b: b[3] not in numa_cells)
+        ranks = {bucket: self._numa_rank(policy, bucket[3], numa_cells) for bucket in self._buckets}
+        buckets = sorted((b for b, rank in ranks.items() if rank is not None), key=ranks.get)
         for bucket in buckets:
             for pool in self._buckets[bucket].values():
                 if any(_serves(spec, pool) for spec in request.spec):
                     yield pool
 
-    def _numa_allows(self, policy, numa_node, numa_cells):
-        if numa_cells is None or policy == PREFERRED:
-            return True
-        if policy == LEGACY:
-            return numa_node is None or numa_node in numa_cells
-        if policy == REQUIRED:
-            return numa_node in numa_cells
-        sockets = {self._numa_sockets.get(cell, cell) for cell in numa_cells}
-        return numa_node is not None and self._numa_sockets.get(numa_node, numa_node) in sockets
+    def _numa_rank(self, policy, numa_node, numa_cells):
+        """How close devices on ``numa_node`` are to a guest on ``numa_cells``: 0 for
+        the guest's own nodes (any node, for a guest without NUMA topology), then 1 and
+        2 for what ``policy`` falls back to, None for what it refuses.
+
+        As Nova filters (``required``, then ``legacy``, then ``preferred``, taking
+        the strictest set that is enough), so a plan takes the guest's own nodes first:
+        ``legacy`` then devices with no NUMA node; ``preferred`` those, then any other
+        node; ``socket`` then the other nodes of the guest's sockets (a node not in the
+        socket map is a socket of its own, so without a map ``socket`` is ``required``).
+        """
+        if numa_cells is None or numa_node in numa_cells:
+            return 0
+        if policy == SOCKET:
+            sockets = {self._numa_sockets.get(cell, cell) for cell in numa_cells}
+            same_socket = self._numa_sockets.get(numa_node, numa_node) in sockets
+            return 1 if numa_node is not None and same_socket else None
+        if policy in (LEGACY, PREFERRED) and numa_node is None:
+            return 1
+        return 2 if policy == PREFERRED else None
 
 
 def _serves(spec, pool):

@@ -169,6 +169,13 @@ class PciDevicePFInvalidStatus(Conflict):
     )
 
 
+class PciDevicePoolEmpty(Conflict):
+    msg_fmt = (
+        "PCI device %(compute_node_id)s:%(address)s is in no pool of free devices, "
+        "so it cannot be taken out of one."
+    )
+
+
 class ServiceNotFound(NotFound):
     msg_fmt = "Service %(binary)s on host %(host)s could not be found."
 

@@ -27,7 +27,6 @@ A device still held then has leaked.
 import collections
 import contextlib
 import dataclasses
-import json
 import threading
 import types
 
@@ -228,10 +227,9 @@ def pool_counts(rows):
 def published_counts(node_row):
     """The node's published pools as the same counts (empty pools left out)."""
     counts = collections.Counter()
-    for pool in json.loads(node_row["pci_stats"] or "[]"):
-        assert not pool.get("tags"), f"no device_spec here tags devices: {pool}"
-        key = (pool["vendor_id"], pool["product_id"], pool["numa_node"], pool["dev_type"])
-        counts[key] += pool["count"]
+    for pool in PciDevicePoolList.from_json(node_row["pci_stats"]):
+        assert not pool.tags, f"no device_spec here tags devices: {pool.to_dict()}"
+        counts[(pool.vendor_id, pool.product_id, pool.numa_node, pool.dev_type)] += pool.count
     return +counts
 
 

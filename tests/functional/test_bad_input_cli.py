@@ -74,13 +74,6 @@ CLI_CASES = [
         1,
         "is above 64",
     ),
-    (
-        "--pci an alias twice",
-        (*CREATE, "--pci", "gpu:1,gpu:1"),
-        {},
-        1,
-        "alias 'gpu' is requested twice",
-    ),
     ("--pci a NUL", (*CREATE, "--pci", "gpu:1,\x01"), {}, 1, "pci.request_invalid"),
     ("--vcpus 0", (*CREATE, "--vcpus", "0"), {}, 1, "vcpus: 0 is less than the minimum of 1"),
     ("--memory negative", (*CREATE, "--memory", "-1"), {}, 1, "memory_mb: -1 is less than"),

@@ -9,6 +9,7 @@ inventory, an unmigrated database, a missing or malformed file); this table exte
 them.
 """
 
+import json
 import pathlib
 import subprocess
 
@@ -32,6 +33,10 @@ def _inventory_file(text, name="node.yaml"):
 
 
 # (case, command, {section: {option: value or function of the directory}}, exit code, says)
+def _gpu_alias(**values):
+    return json.dumps({"name": "g", "vendor_id": "10de", "product_id": "1eb8", **values})
+
+
 CONFIG_CASES = [
     # pcisim-conductor: the broker and the database
     (
@@ -221,16 +226,30 @@ CONFIG_CASES = [
     (
         "api: alias of an unknown type",
         ("pcisim-api",),
-        {"pci": {"alias": '{"name": "g", "device_type": "gpu"}'}},
+        {"pci": {"alias": _gpu_alias(device_type="gpu")}},
         1,
         "device_type 'gpu'",
     ),
     (
         "api: alias of an unknown policy",
         ("pcisim-api",),
-        {"pci": {"alias": '{"name": "g", "numa_policy": "any"}'}},
+        {"pci": {"alias": _gpu_alias(numa_policy="any")}},
         1,
         "numa_policy 'any'",
+    ),
+    (
+        "api: alias without a product_id",
+        ("pcisim-api",),
+        {"pci": {"alias": '{"name": "g", "vendor_id": "10de"}'}},
+        1,
+        "alias 'g' has no product_id",
+    ),
+    (
+        "api: alias of vdpa devices",
+        ("pcisim-api",),
+        {"pci": {"alias": _gpu_alias(device_type="vdpa")}},
+        1,
+        "alias 'g' asks for vdpa devices",
     ),
     (
         "api: alias name with a colon",
@@ -252,8 +271,8 @@ CONFIG_CASES = [
         {
             "pci": {
                 "alias": [
-                    '{"name": "g", "device_type": "type-PF"}',
-                    '{"name": "g", "device_type": "type-VF"}',
+                    _gpu_alias(device_type="type-PF"),
+                    _gpu_alias(device_type="type-VF"),
                 ]
             }
         },

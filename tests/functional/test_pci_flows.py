@@ -254,6 +254,34 @@ def test_the_numa_policy_decides_if_a_guest_on_node_1_gets_a_device_on_none_0_or
     assert states == outcomes
 
 
+def _gpu_on_numa_node_1(tmp_path, sockets):
+    """A node of two NUMA nodes on ``sockets`` ({"0": socket, "1": socket}), its one
+    GPU on NUMA node 1."""
+    path = tmp_path / "socket-node.json"
+    gpu = {"address": "0000:81:00.0", "vendor_id": "10de", "product_id": "1eb8"}
+    gpu |= {"dev_type": "type-PCI", "numa_node": 1}
+    path.write_text(json.dumps({"numa_nodes": 2, "sockets": sockets, "pci_devices": [gpu]}))
+    return SimulatedDriver.from_config([f"socket-node={path}"])
+
+
+@pytest.mark.parametrize("claim_mode", ["allocations", "legacy"])
+@pytest.mark.parametrize(
+    ("sockets", "outcome"),
+    [({"0": 0, "1": 0}, "active"), ({"0": 0, "1": 1}, "error")],
+    ids=["one-socket", "two-sockets"],
+)
+def test_the_scheduler_places_a_socket_policy_guest_by_the_nodes_socket_layout(
+    start, config, tmp_path, claim_mode, sockets, outcome
+):
+    # NOTE: Nova's case: a guest on NUMA node 0, a device on node 1 of the same socket
+    aliases = parse_aliases(
+        ['{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8", "numa_policy": "socket"}']
+    )
+    plane = start({"socket-host": _gpu_on_numa_node_1(tmp_path, sockets)}, aliases=aliases)
+    with config_overrides.overridden(config, {("claim_mode", "scheduler"): claim_mode}):
+        assert flows.boot(plane, "gpu:1", numa_cells=[0])[1] == outcome
+
+
 # -------------------------------------------------------------- hot unplug
 
 

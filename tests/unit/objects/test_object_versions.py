@@ -18,8 +18,8 @@ objects.register_all()
 # When a test below fails, bump the object's VERSION, note the change in its version
 # log, handle the old version in obj_make_compatible, and update the hash here.
 EXPECTED_FINGERPRINTS = {
-    "ComputeNode": "1.3-0dd6f41711f3fbac06ca84eb6c8e5f46",
-    "ComputeNodeList": "1.3-2869e5881bb3692cefc9723beaeb30f7",
+    "ComputeNode": "1.4-0dd6f41711f3fbac06ca84eb6c8e5f46",
+    "ComputeNodeList": "1.4-2869e5881bb3692cefc9723beaeb30f7",
     "Instance": "1.2-e1508aedd5d903a262694f638c8c8773",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
     "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
@@ -29,13 +29,13 @@ EXPECTED_FINGERPRINTS = {
     "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
     "PciDeviceList": "1.3-c7489e5d90ddac7055879a8a333a383a",
     "PciDevicePool": "1.1-4fa186d420b23db52de78367db5f81c3",
-    "PciDevicePoolList": "1.1-15ecf022a68ddbb8c2a6739cfc9f8f5e",
+    "PciDevicePoolList": "1.2-9371f5dcaa94e8dfef3fc83549aca710",
     "Service": "1.0-0aac58ac5d9d5bf7f5347d65f007b84f",
     "ServiceList": "1.0-fbe86160e8f7fabad7c6bb2c27913a4e",
 }
 
 EXPECTED_DEPENDENCIES = {
-    "ComputeNode": {"PciDevicePoolList": "1.1"},
+    "ComputeNode": {"PciDevicePoolList": "1.2"},
     "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.3"},
 }
 
@@ -156,6 +156,35 @@ def test_compute_node_1_1_drops_its_inventory_and_carries_pools_1_0():
     (pool,) = data["pci_device_pools"]["pcisim_object.data"]["objects"]
     assert pool["pcisim_object.version"] == "1.0"
     assert "group" not in pool["pcisim_object.data"]
+
+
+def test_pci_device_pool_list_1_1_has_no_numa_sockets():
+    pools = PciDevicePoolList.of([_inventory_pool()], numa_sockets={0: 0, 1: 0})
+    data = pools.obj_to_primitive("1.1")["pcisim_object.data"]
+    assert "numa_sockets" not in data
+    assert len(data["objects"]) == 1
+
+
+def test_compute_node_1_3_carries_pools_without_numa_sockets():
+    pools = PciDevicePoolList.of([_inventory_pool()], numa_sockets={0: 0})
+    node = ComputeNode(id=1, host="h", hypervisor_hostname="n", pci_inventory=pools)
+    inventory = node.obj_to_primitive("1.3")["pcisim_object.data"]["pci_inventory"]
+    assert inventory["pcisim_object.version"] == "1.1"
+    assert "numa_sockets" not in inventory["pcisim_object.data"]
+
+
+def test_a_pool_list_keeps_its_numa_sockets_through_json():
+    pools = PciDevicePoolList.of([_inventory_pool()], numa_sockets={0: 0, 1: 0})
+    loaded = PciDevicePoolList.from_json(pools.to_json())
+    assert loaded.socket_map() == {0: 0, 1: 0}
+    assert [p.to_dict() for p in loaded] == [_inventory_pool().to_dict()]
+
+
+def test_a_pool_list_stored_before_numa_sockets_reads_with_an_unknown_layout():
+    stored = '[{"vendor_id": "8086", "product_id": "1520", "numa_node": 0,'
+    stored += ' "dev_type": "type-VF", "tags": {}, "count": 8}]'
+    loaded = PciDevicePoolList.from_json(stored)
+    assert (loaded.numa_sockets, loaded.socket_map(), loaded[0].count) == (None, {}, 8)
 
 
 def test_pci_device_pool_1_0_has_no_group():

@@ -196,3 +196,45 @@ def test_a_vf_of_a_pf_in_use_or_gone_cannot_be_claimed(pf_status):
 def test_a_vf_without_a_tracked_pf_is_claimed_alone():
     vf = _device("0000:0a:10.0", "type-VF")
     assert vf.claim(INSTANCE) == [vf]
+
+
+@pytest.mark.parametrize("status", [S.AVAILABLE, S.UNCLAIMABLE, S.UNAVAILABLE])
+def test_a_device_without_owner_is_removed_in_any_status_nova_removes(status):
+    device = _device(status=status)
+    assert device.remove() == [device]
+    assert (device.status, device.instance_uuid) == (S.REMOVED, None)
+
+
+def test_removing_a_device_that_has_an_owner_is_refused_whatever_its_status():
+    device = _device(status=S.UNAVAILABLE, owner=OTHER)
+    with pytest.raises(exception.PciDeviceInvalidOwner, match=OTHER):
+        device.remove()
+    assert (device.status, device.instance_uuid) == (S.UNAVAILABLE, OTHER)
+
+
+def test_removing_the_idle_pf_of_an_allocated_vf_leaves_the_vf_allocated():
+    pf, vfs = _pf_with_vfs()
+    vfs[0].allocate(INSTANCE)
+    assert pf.remove() == [pf]
+    vfs[0].free(INSTANCE)
+    assert (pf.status, vfs[0].status) == (S.REMOVED, S.AVAILABLE)
+
+
+@pytest.mark.parametrize("vf_status", [S.UNCLAIMABLE, S.UNAVAILABLE])
+def test_claiming_an_available_pf_tolerates_idle_busy_looking_vfs_as_nova_bug_1969496_needs(
+    vf_status, caplog
+):
+    pf, vfs = _pf_with_vfs(vf_status=vf_status)
+    pf.claim(INSTANCE)
+    assert "Nova bug 1969496" in caplog.text
+    assert [vf.status for vf in vfs] == [S.UNCLAIMABLE] * 2
+    pf.free(INSTANCE)
+    assert [vf.status for vf in vfs] == [S.AVAILABLE] * 2
+
+
+def test_a_vf_with_an_owner_still_keeps_its_pf_from_being_claimed():
+    pf, vfs = _pf_with_vfs(vf_status=S.UNAVAILABLE)
+    vfs[0].instance_uuid = OTHER
+    with pytest.raises(exception.PciDeviceVFInvalidStatus, match=vfs[0].address):
+        pf.claim(INSTANCE)
+    assert pf.status == S.AVAILABLE

@@ -153,11 +153,31 @@ class TestRegexAddressSpec:
         assert RegexAddressSpec({}).match("ffff:ff:1f.7")
         assert RegexAddressSpec({"bus": "0[ab]"}).match("0001:0b:1f.7")
 
-    def test_patterns_match_the_whole_canonical_lowercase_field(self):
+    def test_patterns_match_from_the_start_of_the_canonical_lowercase_field(self):
+        # NOTE: Nova's re.match: a pattern need not cover the whole field
         assert not RegexAddressSpec({"bus": "a"}).match("0000:0a:00.0")
-        assert not RegexAddressSpec({"bus": "0"}).match("0000:0a:00.0")
+        assert RegexAddressSpec({"bus": "0"}).match("0000:0a:00.0")
         assert not RegexAddressSpec({"bus": "0A"}).match("0000:0A:00.0")
         assert RegexAddressSpec({"bus": "0a"}).match("0000:0A:00.0")
+        assert not RegexAddressSpec({"bus": "0$"}).match("0000:0a:00.0")
+
+    @pytest.mark.parametrize("bus", ["80", "8a", "8f"])
+    def test_a_one_digit_bus_pattern_selects_the_sixteen_buses_it_starts(self, bus):
+        assert RegexAddressSpec({"bus": "8"}).match(f"0000:{bus}:00.0")
+        assert not RegexAddressSpec({"bus": "8"}).match("0000:08:00.0")
+
+    @pytest.mark.parametrize(
+        "patterns, selected",
+        [
+            ({"domain": ".*", "bus": "0a", "slot": "00", "function": "[5-6]"}, True),
+            ({"domain": ".*", "bus": "0a", "slot": ".*", "function": "[4-5]"}, True),
+            ({"domain": ".*", "bus": "0a", "slot": "[0-3]", "function": ".*"}, True),
+            ({"domain": ".*", "bus": "02", "slot": ".*", "function": "[4-5]"}, False),
+            ({"domain": ".*", "bus": "02", "slot": "[0-3]", "function": ".*"}, False),
+        ],
+    )
+    def test_nova_s_regex_specs_select_what_they_select_in_nova(self, patterns, selected):
+        assert RegexAddressSpec(patterns).match("0000:0a:00.5") is selected
 
     def test_an_unknown_key_is_named(self):
         with pytest.raises(InvalidPciAddress, match="unknown key 'func'"):

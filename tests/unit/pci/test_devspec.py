@@ -191,3 +191,17 @@ class TestConfigErrors:
             DeviceSpecList.from_config(['[{"vendor_id": "8086"}, {"vendor_id": "zz"}]'])
         assert raised.value.kwargs["entry"] == '{"vendor_id": "zz"}'
         assert "vendor_id 'zz'" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("written", "nova_reads"),
+    [("0x8086", "8086"), ("0X10DE", "10de"), ("86", "0086"), ("08086", "8086"), (" 8086", "8086")],
+)
+def test_a_device_spec_id_nova_reads_as_a_hex_number_is_refused_naming_the_id_to_write(
+    written, nova_reads
+):
+    with pytest.raises(PciConfigError) as raised:
+        DeviceSpec({"vendor_id": written})
+    assert f"is not '*' or 4 hex digits; write '{nova_reads}', the id Nova reads" in str(
+        raised.value
+    )

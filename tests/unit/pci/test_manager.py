@@ -178,6 +178,36 @@ def test_a_busy_device_gone_from_the_report_is_kept_then_removed_when_freed(
     assert device.address not in {p for pool in tracker.stats.pools() for p in pool.devices}
 
 
+def test_the_idle_vfs_of_an_allocated_pf_leaving_the_report_are_removed_at_once(
+    tracker, node, ctxt
+):
+    (pf,) = tracker.claim_instance("i-1", _requests(PF_SPEC))
+    tracker.allocate_instance("i-1")
+    idle_vf = pf.child_devices[0].address
+    report = [e for e in inventory.sriov_report(2, 4) if e["address"] != idle_vf]
+    tracker.update_devices_from_hypervisor_resources(report)
+    tracker.save()
+    assert idle_vf not in _stored(ctxt, node)
+    tracker.free_instance("i-1")
+    tracker.save()
+    stored = _stored(ctxt, node)
+    assert idle_vf not in stored
+    assert {stored[vf.address].status for vf in pf.child_devices} == {S.AVAILABLE}
+
+
+def test_the_idle_pf_of_an_allocated_vf_leaving_the_report_is_removed_at_once(tracker, node, ctxt):
+    (vf,) = tracker.claim_instance("i-1", _requests())
+    tracker.allocate_instance("i-1")
+    report = [e for e in inventory.sriov_report(2, 4) if e["address"] != vf.parent_addr]
+    tracker.update_devices_from_hypervisor_resources(report)
+    tracker.save()
+    assert vf.parent_addr not in _stored(ctxt, node)
+    tracker.free_instance("i-1")
+    tracker.save()
+    assert _stored(ctxt, node)[vf.address].status == S.AVAILABLE
+    assert vf.parent_addr not in {d.address for d in tracker.devices}
+
+
 def test_a_device_reported_again_before_it_is_freed_is_not_removed(tracker, node, ctxt):
     (device,) = tracker.claim_instance("i-1", _requests())
     report = inventory.sriov_report(2, 4)
@@ -376,3 +406,37 @@ def test_a_new_address_reported_twice_is_not_created(node, ctxt):
     tracker.save()
     assert report[-1]["address"] not in _stored(ctxt, node)
     assert len(_stored(ctxt, node)) == len(report) - 1
+
+
+def _set_status(address, status):
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        table = models.PciDevice.__table__
+        connection.execute(sa.update(table).where(table.c.address == address).values(status=status))
+
+
+@pytest.mark.parametrize(
+    "vf_statuses", [(S.UNAVAILABLE,), (S.UNAVAILABLE, S.AVAILABLE), (S.UNCLAIMABLE, S.AVAILABLE)]
+)
+def test_an_available_pf_with_unavailable_vfs_left_by_nova_bug_1969496_is_claimed_with_a_warning(
+    conductor, node, ctxt, caplog, vf_statuses
+):
+    first = PciDevTracker(ctxt, node, SPECS)
+    first.update_devices_from_hypervisor_resources(inventory.sriov_report(1, len(vf_statuses)))
+    first.save()
+    vfs = [inventory.vf_address(0, j) for j in range(len(vf_statuses))]
+    for address, status in zip(vfs, vf_statuses, strict=True):
+        _set_status(address, status)
+    tracker = PciDevTracker(ctxt, node, SPECS)
+
+    (pf,) = tracker.claim_instance("i-1", _requests(PF_SPEC))
+    tracker.allocate_instance("i-1")
+    tracker.save()
+    assert "(Nova bug 1969496); claiming it anyway" in caplog.text
+    stored = _stored(ctxt, node)
+    assert stored[pf.address].status == S.ALLOCATED
+    assert {stored[address].status for address in vfs} == {S.UNAVAILABLE}
+
+    tracker.free_instance("i-1")
+    tracker.save()
+    stored = _stored(ctxt, node)
+    assert {stored[address].status for address in [pf.address, *vfs]} == {S.AVAILABLE}

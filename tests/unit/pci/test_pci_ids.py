@@ -29,7 +29,9 @@ def read_by_report(pci_id):
 
 
 def read_by_alias(pci_id):
-    aliases = parse_aliases([json.dumps({"name": "gpu", "vendor_id": pci_id})])
+    aliases = parse_aliases(
+        [json.dumps({"name": "gpu", "vendor_id": pci_id, "product_id": "1eb8"})]
+    )
     return aliases["gpu"].specs[0]["vendor_id"]
 
 

@@ -88,6 +88,26 @@ def test_a_device_that_is_not_available_leaves_its_pool():
     assert stats.pools() == []
 
 
+def test_removing_a_pooled_device_empties_its_pool():
+    stats = PciDeviceStats()
+    device = _device("0000:0a:00.1")
+    stats.update_device(device)
+    stats.remove_device(device)
+    assert stats.pools() == []
+
+
+@pytest.mark.parametrize("status", [S.CLAIMED, S.ALLOCATED, S.UNAVAILABLE, None])
+def test_removing_an_unpooled_device_from_the_pools_raises_pool_empty(status):
+    stats = PciDeviceStats()
+    device = _device("0000:0a:00.1")
+    if status is not None:  # None: a device the pools never saw
+        stats.update_device(device)
+        device.status = status
+        stats.update_device(device)
+    with pytest.raises(exception.PciDevicePoolEmpty, match="0000:0a:00.1 is in no pool"):
+        stats.remove_device(device)
+
+
 def test_a_device_whose_numa_node_changed_moves_pool():
     stats = PciDeviceStats()
     device = _device("0000:0a:00.1", numa_node=0)
@@ -244,6 +264,73 @@ def test_preferred_policy_takes_the_guests_node_first():
         [_request(VF_SPEC, numa_policy="preferred")], "i-1", numa_cells={1}
     )
     assert device.numa_node == 1
+
+
+# Nova's consume cases: one device each on NUMA node 0, node 1 and no node, reported
+# in every order; (guest nodes, policy, count) -> the nodes of the devices taken.
+NOVA_NUMA_CASES = [
+    ({0}, "required", 1, [0]),
+    ({999}, "required", 1, None),
+    ({0}, "legacy", 1, [0]),
+    ({999}, "legacy", 1, [None]),
+    ({0}, "legacy", 2, [0, None]),
+    ({0}, "legacy", 3, None),
+    ({0}, "preferred", 1, [0]),
+    ({999}, "preferred", 1, [None]),
+    ({0}, "preferred", 2, [0, None]),
+    ({0}, "preferred", 3, [0, 1, None]),
+    ({0}, "socket", 1, [0]),
+]
+REPORT_ORDERS = [(None, 0, 1), (1, None, 0), (None, 1, 0)]
+
+
+def _one_device_a_node(order, numa_sockets=None):
+    stats = PciDeviceStats(numa_sockets=numa_sockets)
+    for index, node in enumerate(order):
+        stats.update_device(_device(f"0000:0{index}:00.0", "type-PCI", numa_node=node))
+    return stats
+
+
+def _nodes_taken(stats, numa_cells, policy, count):
+    request = _request(VF_SPEC, count=count, numa_policy=policy)
+    try:
+        devices = stats.consume_requests([request], "i-1", numa_cells=numa_cells)
+    except exception.PciDeviceRequestFailed:
+        return None
+    return sorted((d.numa_node for d in devices), key=str)
+
+
+@pytest.mark.parametrize("order", REPORT_ORDERS)
+@pytest.mark.parametrize("cells, policy, count, nodes", NOVA_NUMA_CASES)
+def test_each_policy_takes_the_devices_nova_takes_in_any_report_order(
+    order, cells, policy, count, nodes
+):
+    expected = None if nodes is None else sorted(nodes, key=str)
+    assert _nodes_taken(_one_device_a_node(order), cells, policy, count) == expected
+
+
+@pytest.mark.parametrize("order", REPORT_ORDERS)
+def test_preferred_ranks_a_device_without_numa_node_with_the_guests_nodes(order):
+    # NOTE: a guest on [0] asking for 2 gets node 0 and no node, not node 0 and node 1
+    assert _nodes_taken(_one_device_a_node(order), {0}, "preferred", 2) == [0, None]
+
+
+@pytest.mark.parametrize("order", REPORT_ORDERS)
+@pytest.mark.parametrize("policy", ["legacy", "preferred"])
+def test_legacy_and_preferred_take_the_guests_own_node_before_no_node(order, policy):
+    assert _nodes_taken(_one_device_a_node(order), {0}, policy, 1) == [0]
+
+
+@pytest.mark.parametrize("order", [(1, 0), (0, 1)])
+def test_socket_takes_the_guests_own_node_before_another_node_of_its_socket(order):
+    stats = _one_device_a_node(order, numa_sockets={0: 0, 1: 0})
+    assert _nodes_taken(stats, {0}, "socket", 1) == [0]
+    assert _nodes_taken(stats, {0}, "socket", 1) == [1]
+
+
+def test_socket_refuses_a_device_without_numa_node_or_on_another_socket():
+    stats = _one_device_a_node((None, 1), numa_sockets={0: 0, 1: 1})
+    assert _nodes_taken(stats, {0}, "socket", 1) is None
 
 
 def test_a_guest_without_numa_topology_may_use_any_node():
