@@ -1,8 +1,11 @@
 """Fixtures the functional tests share."""
 
+import contextlib
+
 import pytest
 
 from pcisim.conductor import compute_task
+from tests.functional import flows
 
 
 @pytest.fixture
@@ -16,3 +19,11 @@ def reschedules(monkeypatch):
 
     monkeypatch.setattr(compute_task.ComputeTaskManager, "reschedule", counted)
     return reasons
+
+
+@pytest.fixture
+def start(db):
+    """Start a control plane of ``{host: '[compute] inventory' value}`` (a module may
+    define a ``start`` of its own, taking more)."""
+    with contextlib.ExitStack() as running:
+        yield lambda hosts: running.enter_context(flows.control_plane(hosts))

@@ -7,6 +7,7 @@ the control plane's API and objects.
 
 import collections
 import threading
+import types
 
 import sqlalchemy as sa
 
@@ -18,6 +19,7 @@ from pcisim.db import engine, models
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.instance import Instance
 from pcisim.objects.instance_fault import InstanceFaultList
+from pcisim.pci import capacity
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
 
@@ -65,6 +67,12 @@ def allocations_by_node():
     for row in allocations():
         found[row["compute_node_id"]][row["consumer_uuid"]][row["resource"]] = row["used"]
     return found
+
+
+def resource_of(row):
+    """The allocation resource a device row is counted in (no device_spec of these
+    tests sets tags)."""
+    return capacity.resource_name(capacity.PoolKey.of(types.SimpleNamespace(**row), {}))
 
 
 def allocations_of(plane, instance_uuid):

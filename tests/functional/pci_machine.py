@@ -28,7 +28,6 @@ import collections
 import contextlib
 import dataclasses
 import threading
-import types
 
 import sqlalchemy as sa
 from hypothesis import strategies as st
@@ -158,8 +157,6 @@ STATS = Stats()
 NODES_TABLE = models.ComputeNode.__table__
 INSTANCES = models.Instance.__table__
 FAULTS = models.InstanceFault.__table__
-ALLOCATIONS = models.Allocation.__table__
-POOL_FIELDS = ("vendor_id", "product_id", "numa_node", "dev_type")
 
 
 def _rows(query):
@@ -177,24 +174,6 @@ def live_instances():
     """Live (not soft-deleted) instance rows by uuid."""
     rows = _rows(sa.select(INSTANCES).where(INSTANCES.c.deleted == 0))
     return {row["uuid"]: row for row in rows}
-
-
-def allocations_by_node():
-    """{node id: {consumer uuid: {resource: used}}}."""
-    by_node = collections.defaultdict(lambda: collections.defaultdict(dict))
-    for row in _rows(sa.select(ALLOCATIONS)):
-        by_node[row["compute_node_id"]][row["consumer_uuid"]][row["resource"]] = row["used"]
-    return by_node
-
-
-def resource_of(row):
-    """The allocation resource a device row is counted in (no device_spec here tags)."""
-    device = types.SimpleNamespace(**row)
-    return capacity.resource_name(
-        types.SimpleNamespace(
-            tags={}, group=capacity.group_of(device), **{k: row[k] for k in POOL_FIELDS}
-        )
-    )
 
 
 def faulted(uuids):
@@ -836,7 +815,7 @@ class PciMachine(RuleBasedStateMachine):
     @invariant()
     @_checked
     def allocations_never_exceed_a_nodes_inventory_or_counters(self):
-        for node_id, consumers in allocations_by_node().items():
+        for node_id, consumers in flows.allocations_by_node().items():
             node = compute_nodes()[node_id]
             used = collections.Counter()
             for resources in consumers.values():
@@ -865,7 +844,7 @@ class PciMachine(RuleBasedStateMachine):
         }
         held = {
             (node_id, uuid)
-            for node_id, consumers in allocations_by_node().items()
+            for node_id, consumers in flows.allocations_by_node().items()
             for uuid in consumers
         }
         assert held == expected, f"allocations {sorted(held)}, active instances {sorted(expected)}"
@@ -875,14 +854,14 @@ class PciMachine(RuleBasedStateMachine):
     def devices_an_instance_holds_are_covered_by_its_allocation(self):
         allocated = {
             uuid: resources
-            for consumers in allocations_by_node().values()
+            for consumers in flows.allocations_by_node().values()
             for uuid, resources in consumers.items()
         }
         pending = {uuid for uuids in self.pending.values() for uuid in uuids}
         held = collections.defaultdict(collections.Counter)
         for row in flows.devices():
             if row["instance_uuid"] not in pending | {None} and row["status"] in HELD:
-                held[row["instance_uuid"]][resource_of(row)] += 1
+                held[row["instance_uuid"]][flows.resource_of(row)] += 1
         for uuid, counts in held.items():
             short = {
                 name: n for name, n in counts.items() if n > allocated.get(uuid, {}).get(name, 0)

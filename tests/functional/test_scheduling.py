@@ -9,7 +9,6 @@ are in test_scheduling_races.py. SQLite: the conductor's database work is tested
 every backend elsewhere.
 """
 
-import contextlib
 import uuid
 
 import pytest
@@ -38,13 +37,6 @@ def database(tmp_path_factory):
     scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
     yield scratch
     scratch.drop()
-
-
-@pytest.fixture
-def start(db):
-    """Start a control plane of ``{host: '[compute] inventory' value}``."""
-    with contextlib.ExitStack() as running:
-        yield lambda hosts: running.enter_context(flows.control_plane(hosts))
 
 
 # ------------------------------------------------------- lost swaps, retried

@@ -11,7 +11,6 @@ On every backend: each serializes the swap's row update its own way.
 
 import collections
 import contextlib
-import types
 
 import pytest
 
@@ -37,21 +36,10 @@ def database(request, tmp_path_factory):
     scratch.drop()
 
 
-@pytest.fixture
-def start(db):
-    """Start a control plane of ``{host: '[compute] inventory' value}``."""
-    with contextlib.ExitStack() as running:
-        yield lambda hosts: running.enter_context(flows.control_plane(hosts))
-
-
 def _held_resources(instance_uuid):
     """{PCI resource name: devices} of what the instance holds, from its device rows
     (no device_spec here sets tags)."""
-    rows = flows.devices(instance_uuid=instance_uuid)
-    return collections.Counter(
-        capacity.resource_name(capacity.PoolKey.of(types.SimpleNamespace(**row), {}))
-        for row in rows
-    )
+    return collections.Counter(map(flows.resource_of, flows.devices(instance_uuid=instance_uuid)))
 
 
 def _overcommits(context):
