@@ -24,6 +24,7 @@ import heapq
 import random
 import threading
 
+from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
@@ -59,14 +60,15 @@ class Scheduler:
 
         Returns ``(host, node, allocation)``, the allocation as {resource: used}. Raises
         ``NoValidHost`` when no node that is up and not in ``exclude`` has room, or after
-        ``MAX_GENERATION_CONFLICTS`` lost swaps.
+        ``MAX_GENERATION_CONFLICTS`` lost swaps (a transaction lost to a deadlock counts
+        as one).
         """
         wanted = Wanted(instance, numa_cells)
         up = _up_hosts(context)
         for _ in range(MAX_GENERATION_CONFLICTS):
             node, allocation = _choose(self.host_states.current(context), up, exclude, wanted)
-            faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
             try:
+                faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
                 with db_engine.write_transaction(context):
                     db_allocations.claim(
                         context, node.id, node.generation, instance.uuid, allocation
@@ -76,8 +78,13 @@ class Scheduler:
             except exception.ComputeNodeGenerationConflict as error:
                 LOG.debug("Choosing again for %s: %s", instance.uuid, error)
                 _count_conflict()
-                continue
-            return node.host, node.nodename, allocation
+            except db_exc.DBDeadlock:
+                # NOTE: MariaDB picks a victim when the claim's locks (the node row,
+                # the allocations' index) cross another writer's, an archive's say;
+                # the victim's transaction was rolled back whole, so choose again.
+                LOG.info("Choosing again for %s: the database rolled its claim back", instance.uuid)
+            else:
+                return node.host, node.nodename, allocation
         raise exception.NoValidHost(
             reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
         )

@@ -2,6 +2,7 @@
 
 import uuid
 
+from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from pcisim import faults
@@ -44,3 +45,18 @@ def test_a_swap_lost_to_another_claim_is_chosen_again_and_counted(db, ctxt):
     assert (host, nodename) == (node.host, node.hypervisor_hostname)
     assert allocation == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
     assert scheduler.generation_conflicts() - before == 1
+
+
+def test_a_claim_rolled_back_by_a_deadlock_is_chosen_again(db, ctxt):
+    node = _up_node(ctxt)
+    instance = Instance(ctxt, uuid=str(uuid.uuid4()), vcpus=1, memory_mb=512, root_gb=1)
+    instance.pci_requests = None
+
+    def deadlock(**details):
+        raise db_exc.DBDeadlock()
+
+    with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, faults.once(deadlock)):
+        host, _, allocation = scheduler.Scheduler().claim_destination(ctxt, instance)
+
+    assert host == node.host
+    assert allocations.get_by_consumer(ctxt, instance.uuid) == {node.id: allocation}
