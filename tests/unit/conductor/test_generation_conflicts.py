@@ -3,27 +3,17 @@
 import uuid
 
 from oslo_db import exception as db_exc
-from oslo_utils import timeutils
 
 from pcisim import faults
-from pcisim.compute import BINARY
 from pcisim.conductor import scheduler
-from pcisim.db import allocations, api
+from pcisim.db import allocations
 from pcisim.objects.instance import Instance
 from tests.unit.db import factories
 
 
 def _up_node(ctxt):
     node = factories.compute_node(ctxt)
-    api.service_create(
-        ctxt,
-        {
-            "host": node.host,
-            "binary": BINARY,
-            "topic": "compute",
-            "last_seen_up": timeutils.utcnow(),
-        },
-    )
+    factories.compute_service_up(ctxt, node.host)
     return node
 
 

@@ -2,11 +2,9 @@
 
 import uuid
 
-from pcisim.compute import BINARY
 from pcisim.conductor import scheduler
 from pcisim.db import allocations
 from pcisim.objects.instance import Instance
-from pcisim.objects.service import Service
 from tests import config_overrides
 from tests.unit.db import factories
 
@@ -16,13 +14,7 @@ HOSTS = [f"host{n}" for n in range(10)]
 def _nodes_up(ctxt, hosts):
     for host in hosts:
         factories.compute_node(ctxt, host=host, node=host)
-        _service_up(ctxt, host)
-
-
-def _service_up(ctxt, host):
-    service = Service(ctxt, host=host, binary=BINARY, topic="compute")
-    service.create()
-    service.heartbeat()
+        factories.compute_service_up(ctxt, host)
 
 
 def _choice(ctxt, chooser):
@@ -48,7 +40,7 @@ def test_nodes_tied_for_best_are_chosen_at_random_even_with_a_subset_of_one(db, 
 def test_a_subset_of_one_takes_the_node_with_the_most_free_memory(db, ctxt, config):
     _nodes_up(ctxt, HOSTS)
     factories.compute_node(ctxt, host="big", node="big", memory_mb=10 * 65536)
-    _service_up(ctxt, "big")
+    factories.compute_service_up(ctxt, "big")
 
     chooser = scheduler.Scheduler()
     with config_overrides.overridden(config, {("host_subset_size", "filter_scheduler"): 1}):

@@ -3,7 +3,9 @@
 import uuid
 
 import sqlalchemy as sa
+from oslo_utils import timeutils
 
+from pcisim.compute import BINARY
 from pcisim.db import api, engine, models
 
 
@@ -19,6 +21,15 @@ def compute_node(ctxt, host="host1", node="node1", **values):
             "local_gb": 1000,
             **values,
         },
+    )
+
+
+def compute_service_up(ctxt, host):
+    """The live, just-seen compute service record of ``host``: a host the scheduler
+    may choose."""
+    return api.service_create(
+        ctxt,
+        {"host": host, "binary": BINARY, "topic": "compute", "last_seen_up": timeutils.utcnow()},
     )
 
 
