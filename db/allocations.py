@@ -115,6 +115,23 @@ def release_in(connection, consumer_uuid):
     return removed
 
 
+@writer
+def release_on_node(context, node_id, consumer_uuids):
+    """Remove the allocations of the consumers on node ``node_id``: what a compute
+    does in the transaction that frees their devices there. Returns how many rows
+    went; the node's generation moves when any did."""
+    connection = context.session.connection()
+    removed = connection.execute(
+        ALLOCATIONS.delete().where(
+            ALLOCATIONS.c.compute_node_id == node_id,
+            ALLOCATIONS.c.consumer_uuid.in_(sorted(consumer_uuids)),
+        )
+    ).rowcount
+    if removed:
+        _bump(connection, [node_id])
+    return removed
+
+
 def remove_on_node(connection, node_id):
     """Remove every allocation on a node (that goes), in the caller's transaction."""
     connection.execute(ALLOCATIONS.delete().where(ALLOCATIONS.c.compute_node_id == node_id))

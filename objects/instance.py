@@ -1,5 +1,7 @@
 """Instances (servers): where they run, their state, and the PCI devices they use."""
 
+from oslo_utils import versionutils
+
 from pcisim.db import api as db_api
 from pcisim.objects import base, fields
 from pcisim.objects.instance_fault import InstanceFault
@@ -16,7 +18,9 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.0: initial version
     # Version 1.1: PciDeviceList 1.2
     # Version 1.2: PciDeviceList 1.3
-    VERSION = "1.2"
+    # Version 1.3: destroy and a save to ERROR leave the allocations to the compute,
+    #              which releases them as it frees the devices (ComputeNode 1.5)
+    VERSION = "1.3"
 
     fields = {
         "id": fields.IntegerField(),
@@ -64,6 +68,15 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     def _db_values(self, names):
         return super()._db_values([name for name in names if name not in LAZY_ATTRS])
 
+    def _caller_releases_allocations(self):
+        """Whether whoever sent this instance releases its allocations itself.
+
+        On the conductor, ``VERSION`` is the one the caller sent. A compute older than
+        1.3 frees devices without releasing allocations: its instance's end (a delete,
+        ERROR) releases them instead, as it did then.
+        """
+        return versionutils.convert_version_to_tuple(self.VERSION) >= (1, 3)
+
     @classmethod
     @base.remotable
     def get_by_uuid(cls, context, uuid, expected_attrs=None):
@@ -87,7 +100,12 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         changed = self.obj_what_changed()
         values = self._db_values(changed)
         if values:
-            row = db_api.instance_update(self._context, self.uuid, values)
+            row = db_api.instance_update(
+                self._context,
+                self.uuid,
+                values,
+                release_allocations=not self._caller_releases_allocations(),
+            )
             self._copy_row(row)
         if "pci_requests" in changed and self.pci_requests is not None:
             self.pci_requests.save()
@@ -106,9 +124,15 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def destroy(self):
         """Soft-delete the instance, writing its pending changes (its last state) in
-        the same transaction; what it owns is archived with it later."""
+        the same transaction; what it owns is archived with it later. Its allocations
+        stay until its compute frees its devices (``ComputeNode.save_with_devices``)."""
         values = self._db_values(self.obj_what_changed())
-        row = db_api.instance_destroy(self._context, self.uuid, values)
+        row = db_api.instance_destroy(
+            self._context,
+            self.uuid,
+            values,
+            release_allocations=not self._caller_releases_allocations(),
+        )
         self._copy_row(row)
         self.obj_reset_changes(recursive=True)
 
@@ -118,10 +142,13 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: Instance 1.0
     # Version 1.1: Instance 1.1, added get_all
     # Version 1.2: Instance 1.2
-    VERSION = "1.2"
+    # Version 1.3: Instance 1.3
+    VERSION = "1.3"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
-    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2")]}
+    obj_relationships = {
+        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3")]
+    }
 
     @classmethod
     @base.remotable
