@@ -562,14 +562,18 @@ def service_hosts_up(context, binary, seen_since):
     """The hosts whose ``binary`` service is live, not forced down and was seen at or
     after ``seen_since`` (naive UTC): the scheduler's question, answered without
     building a Service object per host."""
-    services = models.Service.__table__
-    query = sa.select(services.c.host).where(
-        services.c.binary == binary,
-        services.c.deleted == 0,
-        services.c.forced_down == sa.false(),
-        services.c.last_seen_up >= seen_since,
-    )
-    return set(context.session.scalars(query))
+    parameters = {"binary": binary, "seen_since": seen_since}
+    return set(context.session.connection().execute(_HOSTS_UP, parameters).scalars())
+
+
+_SERVICES = models.Service.__table__
+# NOTE: built once: the scheduler asks for every boot.
+_HOSTS_UP = sa.select(_SERVICES.c.host).where(
+    _SERVICES.c.binary == sa.bindparam("binary"),
+    _SERVICES.c.deleted == 0,
+    _SERVICES.c.forced_down == sa.false(),
+    _SERVICES.c.last_seen_up >= sa.bindparam("seen_since"),
+)
 
 
 @_retry_on_deadlock

@@ -148,8 +148,8 @@ class _Chooser:
         self.offered = []
 
     @staticmethod
-    def random():
-        return 0.0
+    def randrange(start, stop):
+        return start
 
     def choice(self, nodes):
         self.offered.append(sorted(node.host for node in nodes))
