@@ -15,7 +15,9 @@ import contextlib
 import pytest
 
 from pcisim import context as pcisim_context
-from pcisim import dbaccess, faults
+from pcisim import dbaccess, faults, testing
+from pcisim.compute.driver import SimulatedDriver
+from pcisim.conductor import service as conductor_service
 from pcisim.db import allocations as db_allocations
 from pcisim.objects.instance import Instance
 from pcisim.objects.pci_device_pool import PciDevicePoolList
@@ -152,4 +154,48 @@ def test_concurrent_pf_and_vf_boots_never_give_a_vf_of_a_pf_another_instance_hol
             assert pf_holder in (None, row["instance_uuid"]), row
     assert overcommits == []
     _assert_allocations_are_what_active_instances_hold(plane, outcomes, {**FLAVOR, "vcpus": 1})
+    assert reschedules == []
+
+
+# ------------------------------------------------------- two conductors
+
+
+# Two compute hosts of two nodes, one GPU each: four GPUs in all.
+TWO_NODE_HOSTS = {f"host-{h}": [f"node-{h}{n}=gpus=1" for n in "ab"] for h in range(2)}
+
+
+@contextlib.contextmanager
+def _second_conductor(plane):
+    """Another conductor serving the plane's conductor topic, with a scheduler (and
+    cached view of the nodes) of its own."""
+    second = conductor_service.ConductorService(
+        plane.conductor.transport_url, plane.conductor.topic
+    )
+    second.start()
+    try:
+        yield second
+    finally:
+        second.stop()
+
+
+def test_boots_for_the_last_devices_through_two_conductors_give_each_device_one_winner(
+    db, reschedules
+):
+    # NOTE: the transport shares the boots between the two conductors as it delivers
+    # them; test_generation_conflicts.py forces two schedulers' views to race.
+    drivers = {host: SimulatedDriver.from_config(nodes) for host, nodes in TWO_NODE_HOSTS.items()}
+    with (
+        testing.ControlPlane(drivers, flows.SPECS, flows.ALIASES) as plane,
+        _second_conductor(plane),
+    ):
+        outcomes = flows.boot_at_once(plane, ["gpu:1"] * 8, **FLAVOR)
+
+        active = sorted(uuid for uuid, (state, _) in outcomes.items() if state == "active")
+        assert len(active) == 4
+        _assert_builds_ended_as_expected(outcomes, most=4)
+        holders = flows.holders()
+        assert sorted(holders) == active
+        assert all(len(places) == 1 for places in holders.values())
+        assert len({place for places in holders.values() for place in places}) == 4
+        _assert_allocations_are_what_active_instances_hold(plane, outcomes, FLAVOR)
     assert reschedules == []

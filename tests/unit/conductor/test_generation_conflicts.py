@@ -2,9 +2,10 @@
 
 import uuid
 
+import pytest
 from oslo_db import exception as db_exc
 
-from pcisim import faults
+from pcisim import exception, faults
 from pcisim.conductor import scheduler
 from pcisim.db import allocations
 from pcisim.objects.instance import Instance
@@ -50,3 +51,33 @@ def test_a_claim_rolled_back_by_a_deadlock_is_chosen_again(db, ctxt):
 
     assert host == node.host
     assert allocations.get_by_consumer(ctxt, instance.uuid) == {node.id: allocation}
+
+
+def test_two_schedulers_choosing_the_last_room_from_their_own_views_give_it_to_one(db, ctxt):
+    # NOTE: two conductors, each with its view cached: the second decides between the
+    # first's choice and its claim, from the same view; the first's swap then fails,
+    # and a fresh view has no room left.
+    node = factories.compute_node(ctxt, vcpus=1)
+    factories.compute_service_up(ctxt, node.host)
+    first, second = scheduler.Scheduler(), scheduler.Scheduler()
+    for chooser in (first, second):
+        chooser.host_states.current(ctxt)
+    winner, loser = _small_instance(ctxt), _small_instance(ctxt)
+
+    def second_decides(**details):
+        second.claim_destination(ctxt, winner)
+
+    with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, faults.once(second_decides)):
+        with pytest.raises(exception.NoValidHost, match="no node has 1 vCPUs"):
+            first.claim_destination(ctxt, loser)
+
+    assert allocations.get_by_consumer(ctxt, winner.uuid) == {
+        node.id: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    }
+    assert allocations.get_by_consumer(ctxt, loser.uuid) == {}
+
+
+def _small_instance(ctxt):
+    instance = Instance(ctxt, uuid=str(uuid.uuid4()), vcpus=1, memory_mb=512, root_gb=1)
+    instance.pci_requests = None
+    return instance
