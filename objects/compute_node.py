@@ -23,7 +23,10 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.3: added save_with_devices (a conductor serves it from 1.3 on; as
     #              ever, conductors are upgraded before computes)
     # Version 1.4: PciDevicePoolList 1.2 (the node's NUMA sockets, for the scheduler)
-    VERSION = "1.4"
+    # Version 1.5: save_with_devices takes and answers compact changes, as
+    #              PciDeviceList 1.4's save_batch (a device list still answered with
+    #              devices, for 1.4 and older callers)
+    VERSION = "1.5"
 
     fields = {
         "id": fields.IntegerField(),
@@ -98,17 +101,20 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
             self._from_db_object(self._context, self, row)
 
     @base.remotable
-    def save_with_devices(self, devices, expected=None):
-        """Write the node's pending changes and those of ``devices`` (a PciDeviceList
-        of this node) in one transaction: one round trip for a claim or a free.
+    def save_with_devices(self, changes, expected=None):
+        """Write the node's pending changes and the device ``changes`` of this node
+        (as ``PciDeviceList.save_batch`` takes them) in one transaction: one round trip
+        for a claim or a free.
 
-        Returns the devices as stored, as ``PciDeviceList.save_batch`` does, and raises
-        as it does; on ``PciDeviceConflict`` the node's changes are not written either.
+        Answers as ``PciDeviceList.save_batch`` does (the devices as stored when
+        ``changes`` is a PciDeviceList, from a caller of ComputeNode 1.4 or older), and
+        raises as it does; on ``PciDeviceConflict`` the node's changes are not written
+        either.
         """
         with db_engine.write_transaction(self._context):
-            stored = PciDeviceList.save_batch(self._context, self.id, devices, expected)
+            answer = PciDeviceList.save_batch(self._context, self.id, changes, expected)
             self.save()
-        return stored
+        return answer
 
     @base.remotable
     def destroy(self):
@@ -136,11 +142,19 @@ class ComputeNodeList(base.ObjectListBase, base.PcisimObject):
     # Version 1.2: ComputeNode 1.2
     # Version 1.3: ComputeNode 1.3
     # Version 1.4: ComputeNode 1.4
-    VERSION = "1.4"
+    # Version 1.5: ComputeNode 1.5
+    VERSION = "1.5"
 
     fields = {"objects": fields.ListOfObjectsField("ComputeNode")}
     obj_relationships = {
-        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3"), ("1.4", "1.4")]
+        "objects": [
+            ("1.0", "1.0"),
+            ("1.1", "1.1"),
+            ("1.2", "1.2"),
+            ("1.3", "1.3"),
+            ("1.4", "1.4"),
+            ("1.5", "1.5"),
+        ]
     }
 
     @classmethod

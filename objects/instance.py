@@ -16,7 +16,8 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.0: initial version
     # Version 1.1: PciDeviceList 1.2
     # Version 1.2: PciDeviceList 1.3
-    VERSION = "1.2"
+    # Version 1.3: PciDeviceList 1.4
+    VERSION = "1.3"
 
     fields = {
         "id": fields.IntegerField(),
@@ -39,7 +40,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     }
     obj_relationships = {
         "pci_requests": [("1.0", "1.1")],
-        "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3")],
+        "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3"), ("1.3", "1.4")],
     }
 
     @classmethod
@@ -118,10 +119,13 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: Instance 1.0
     # Version 1.1: Instance 1.1, added get_all
     # Version 1.2: Instance 1.2
-    VERSION = "1.2"
+    # Version 1.3: Instance 1.3
+    VERSION = "1.3"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
-    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2")]}
+    obj_relationships = {
+        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3")]
+    }
 
     @classmethod
     @base.remotable

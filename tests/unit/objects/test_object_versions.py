@@ -18,16 +18,16 @@ objects.register_all()
 # When a test below fails, bump the object's VERSION, note the change in its version
 # log, handle the old version in obj_make_compatible, and update the hash here.
 EXPECTED_FINGERPRINTS = {
-    "ComputeNode": "1.4-0dd6f41711f3fbac06ca84eb6c8e5f46",
-    "ComputeNodeList": "1.4-2869e5881bb3692cefc9723beaeb30f7",
-    "Instance": "1.2-e1508aedd5d903a262694f638c8c8773",
+    "ComputeNode": "1.5-61258cf5995cf8141f1d1e8b975b7f96",
+    "ComputeNodeList": "1.5-2869e5881bb3692cefc9723beaeb30f7",
+    "Instance": "1.3-e1508aedd5d903a262694f638c8c8773",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
     "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
-    "InstanceList": "1.2-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
+    "InstanceList": "1.3-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
     "InstancePCIRequest": "1.1-98e064b6abafcb39990b9db9e8933b40",
     "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
     "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
-    "PciDeviceList": "1.3-c7489e5d90ddac7055879a8a333a383a",
+    "PciDeviceList": "1.4-bda57595f88a13624127a205bfc41bf3",
     "PciDevicePool": "1.1-4fa186d420b23db52de78367db5f81c3",
     "PciDevicePoolList": "1.2-9371f5dcaa94e8dfef3fc83549aca710",
     "Service": "1.0-0aac58ac5d9d5bf7f5347d65f007b84f",
@@ -36,7 +36,7 @@ EXPECTED_FINGERPRINTS = {
 
 EXPECTED_DEPENDENCIES = {
     "ComputeNode": {"PciDevicePoolList": "1.2"},
-    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.3"},
+    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.4"},
 }
 
 
