@@ -104,17 +104,22 @@ class PcisimPersistentObject:
     def _set_values(self):
         """{field: value} of every field set."""
         values = {}
-        for name, stored_in in _storage_attributes(type(self)):
+        for name, stored_in in _storage_attributes(type(self)).items():
             value = getattr(self, stored_in, _UNSET)
             if value is not _UNSET:
                 values[name] = value
         return values
 
+    def _is_set(self, name):
+        """``obj_attr_is_set`` of a field."""
+        return hasattr(self, _storage_attributes(type(self))[name])
+
     def _take_decided(self, values):
         """Set fields to what the database decided, ``values`` already of their
         fields' types, and forget every pending change."""
+        stored_in = _storage_attributes(type(self))
         for name, value in values.items():
-            setattr(self, ovo_base._get_attrname(name), value)
+            setattr(self, stored_in[name], value)
         self.obj_reset_changes()
 
 
@@ -128,7 +133,7 @@ _UNSET = object()
 
 @functools.cache
 def _storage_attributes(cls):
-    return tuple((name, ovo_base._get_attrname(name)) for name in cls.fields)
+    return {name: ovo_base._get_attrname(name) for name in cls.fields}
 
 
 class PcisimObjectSerializer(ovo_base.VersionedObjectSerializer):

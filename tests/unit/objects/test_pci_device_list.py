@@ -126,7 +126,7 @@ def test_save_batch_answers_only_new_ids_the_time_and_the_rows_not_found(db, ctx
         "destroy": [removed.address],
     }
 
-    answer = PciDeviceList.save_batch(ctxt, node.id, changes)
+    answer = PciDeviceList.save_batch(ctxt, node.id, jsonutils.dumps(changes))
 
     rows = _newest_rows()
     assert set(answer) == {"at", "created", "missing"}
@@ -149,7 +149,7 @@ def test_a_new_device_arriving_with_a_value_its_field_refuses_is_invalid_and_not
     changes = {"create": [{**new, "numa_node": "zero"}], "update": {kept.address: {"label": "x"}}}
 
     with pytest.raises(exception.InvalidInput, match="0000:82:00.0: numa_node"):
-        PciDeviceList.save_batch(ctxt, node.id, changes)
+        PciDeviceList.save_batch(ctxt, node.id, jsonutils.dumps(changes))
 
     assert [row["label"] for row in _newest_rows().values()] == [kept.label]
 
@@ -158,14 +158,23 @@ def test_a_new_device_arriving_without_required_fields_is_refused_naming_them(db
     node = object_factories.compute_node(ctxt)
 
     with pytest.raises(exception.InvalidInput, match="vendor_id, product_id"):
-        PciDeviceList.save_batch(ctxt, node.id, {"create": [{"address": "0000:82:00.0"}]})
+        new = jsonutils.dumps({"create": [{"address": "0000:82:00.0"}]})
+        PciDeviceList.save_batch(ctxt, node.id, new)
 
     assert _newest_rows() == {}
 
 
 @pytest.mark.parametrize(
     "changes",
-    [[], {"create": {}}, {"update": []}, {"insert": []}, {"update": {"0000:81:00.1": "claimed"}}],
+    [
+        "[]",
+        '{"create": {}}',
+        '{"update": []}',
+        '{"insert": []}',
+        '{"update": {"0000:81:00.1": "claimed"}}',
+        "{not json",
+        {"create": []},
+    ],
 )
 def test_changes_not_of_the_compact_shape_are_refused(db, ctxt, changes):
     node = object_factories.compute_node(ctxt)
