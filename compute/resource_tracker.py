@@ -23,9 +23,9 @@ from oslo_log import log as logging
 
 from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
+from pcisim.objects import pci_device
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.instance import InstanceList
-from pcisim.objects.pci_device import PciDeviceList
 from pcisim.pci import capacity
 from pcisim.pci.manager import PciDevTracker
 
@@ -214,7 +214,7 @@ class ResourceTracker:
         node = self._stage_node()
         with node.obj_alternate_context(context):
             if released:
-                node.save_with_devices(PciDeviceList(context, objects=[]), released=released)
+                node.save_with_devices(pci_device.NO_CHANGES, released=released)
             elif node.obj_what_changed():
                 node.save()
 

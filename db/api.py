@@ -13,6 +13,8 @@ Every PCI device write, one device's or a batch's, runs the statements of
 """
 
 import dataclasses
+import datetime
+import functools
 
 import sqlalchemy as sa
 from oslo_db import api as oslo_db_api
@@ -45,8 +47,14 @@ _retry_on_deadlock = oslo_db_api.wrap_db_retry(
 )
 
 
+@functools.cache
 def _columns(model):
     return frozenset(model.__table__.columns.keys())
+
+
+@functools.cache
+def _not_nullable(model):
+    return frozenset(column.name for column in model.__table__.columns if not column.nullable)
 
 
 def _check_values(model, values, forbidden=_BOOKKEEPING):
@@ -61,11 +69,7 @@ def _check_values(model, values, forbidden=_BOOKKEEPING):
         raise exception.InvalidInput(
             reason=f"{model.__tablename__} column(s) {', '.join(refused)} cannot be set"
         )
-    nulled = sorted(
-        key
-        for key, value in values.items()
-        if value is None and not model.__table__.columns[key].nullable
-    )
+    nulled = sorted(key for key in _not_nullable(model) if key in values and values[key] is None)
     if nulled:
         raise exception.InvalidInput(
             reason=f"{model.__tablename__} column(s) {', '.join(nulled)} cannot be null"
@@ -466,13 +470,16 @@ def pci_device_get_all_by_instance_uuid(context, instance_uuid):
 class PciDeviceBatchResult:
     """What ``pci_device_batch_save`` wrote, by address.
 
-    ``created`` holds every column value of each new row, its id included; ``updated``
+    ``created`` holds the column values written in each new row (a column not given
+    is NULL), its id included; ``updated``
     and ``destroyed`` the values each update or soft delete set, ``updated_at``
     included (the caller knows the rest of the row). A soft-deleted row's ``deleted``
     takes the row's id, given here as True. ``missing`` lists, sorted, the addresses
-    to update or destroy that have no live row.
+    to update or destroy that have no live row. ``at`` is the time of every write
+    (each row's ``created_at``, ``updated_at`` or ``deleted_at``).
     """
 
+    at: datetime.datetime
     created: dict = dataclasses.field(default_factory=dict)
     updated: dict = dataclasses.field(default_factory=dict)
     destroyed: dict = dataclasses.field(default_factory=dict)
@@ -509,7 +516,7 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), 
     ]
     connection = context.session.connection()
     missing = pci_batch.write_devices(connection, writes)
-    result, gone = PciDeviceBatchResult(missing=missing), set(missing)
+    result, gone = PciDeviceBatchResult(at=now, missing=missing), set(missing)
     for write in writes:
         if write.address not in gone:
             getattr(result, write.kind)[write.address] = write.stored

@@ -28,7 +28,6 @@ from pcisim.db import models
 
 DEVICES = models.PciDevice.__table__
 HOLDER_FIELDS = ("status", "instance_uuid")
-_INSERTED_COLUMNS = tuple(name for name in DEVICES.columns.keys() if name != "id")
 # What a soft delete sets, as ``Base.soft_delete`` does: ``deleted`` takes the id.
 _SOFT_DELETE = {"status": "deleted", "deleted": DEVICES.c.id, "deleted_at": sa.bindparam("w_now")}
 
@@ -202,18 +201,15 @@ def insert_devices(connection, node_id, create, now):
     ``PciDeviceExists`` when one has a live twin, ``ComputeNodeNotFound`` when the node
     does not exist.
     """
+    if not create:
+        return {}
+    # NOTE: only the columns some new device sets are written (one executemany needs
+    # the same keys in every row); the others take their NULL.
+    given = dict.fromkeys(itertools.chain.from_iterable(create))
     rows = [
-        {
-            **dict.fromkeys(_INSERTED_COLUMNS),
-            **values,
-            "compute_node_id": node_id,
-            "created_at": now,
-            "deleted": 0,
-        }
+        {**given, **values, "compute_node_id": node_id, "created_at": now, "deleted": 0}
         for values in create
     ]
-    if not rows:
-        return {}
     try:
         ids = _insert(connection, node_id, rows)
     except db_exc.DBDuplicateEntry:

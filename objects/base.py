@@ -12,6 +12,7 @@ still talk over RPC.
 """
 
 import contextlib
+import functools
 
 from oslo_utils import timeutils
 from oslo_versionedobjects import base as ovo_base
@@ -98,7 +99,41 @@ class PcisimPersistentObject:
         return values
 
     def _set_field_names(self):
-        return [name for name in self.fields if self.obj_attr_is_set(name)]
+        return list(self._set_values())
+
+    def _set_values(self):
+        """{field: value} of every field set."""
+        values = {}
+        for name, stored_in in _storage_attributes(type(self)).items():
+            value = getattr(self, stored_in, _UNSET)
+            if value is not _UNSET:
+                values[name] = value
+        return values
+
+    def _is_set(self, name):
+        """``obj_attr_is_set`` of a field."""
+        return hasattr(self, _storage_attributes(type(self))[name])
+
+    def _take_decided(self, values):
+        """Set fields to what the database decided, ``values`` already of their
+        fields' types, and forget every pending change."""
+        stored_in = _storage_attributes(type(self))
+        for name, value in values.items():
+            setattr(self, stored_in[name], value)
+        self.obj_reset_changes()
+
+
+# NOTE: oslo.versionedobjects keeps a field's value in the attribute _get_attrname(name)
+# of the object. Reading and setting it there, rather than through obj_attr_is_set and
+# the field's property (which builds a list of every field name and coerces the value
+# at each call), is what lets a first sync turn thousands of devices into their
+# changes and take the database's answer in a few microseconds a device.
+_UNSET = object()
+
+
+@functools.cache
+def _storage_attributes(cls):
+    return {name: ovo_base._get_attrname(name) for name in cls.fields}
 
 
 class PcisimObjectSerializer(ovo_base.VersionedObjectSerializer):

@@ -23,8 +23,11 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.3: added save_with_devices (a conductor serves it from 1.3 on; as
     #              ever, conductors are upgraded before computes)
     # Version 1.4: PciDevicePoolList 1.2 (the node's NUMA sockets, for the scheduler)
-    # Version 1.5: save_with_devices releases the allocations of the instances whose
-    #              devices it frees (Instance 1.3 no longer releases them)
+    # Version 1.5: save_with_devices takes and answers compact changes, as
+    #              PciDeviceList 1.4's save_batch (a device list still answered with
+    #              devices, for 1.4 and older callers), and releases the allocations
+    #              of the instances whose devices it frees (Instance 1.3 no longer
+    #              releases them)
     VERSION = "1.5"
 
     fields = {
@@ -100,23 +103,25 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
             self._from_db_object(self._context, self, row)
 
     @base.remotable
-    def save_with_devices(self, devices, expected=None, released=None):
-        """Write the node's pending changes and those of ``devices`` (a PciDeviceList
-        of this node) in one transaction: one round trip for a claim or a free.
+    def save_with_devices(self, changes, expected=None, released=None):
+        """Write the node's pending changes and the device ``changes`` of this node
+        (as ``PciDeviceList.save_batch`` takes them) in one transaction: one round trip
+        for a claim or a free.
 
         ``released`` names the instances whose devices this write frees: their
         allocations on this node end in the same transaction, so the scheduler never
         counts a device free that its compute still holds.
 
-        Returns the devices as stored, as ``PciDeviceList.save_batch`` does, and raises
-        as it does; on ``PciDeviceConflict`` nothing at all is written.
+        Answers as ``PciDeviceList.save_batch`` does (the devices as stored when
+        ``changes`` is a PciDeviceList, from a caller of ComputeNode 1.4 or older), and
+        raises as it does; on ``PciDeviceConflict`` nothing at all is written.
         """
         with db_engine.write_transaction(self._context):
-            stored = PciDeviceList.save_batch(self._context, self.id, devices, expected)
+            answer = PciDeviceList.save_batch(self._context, self.id, changes, expected)
             self.save()
             if released:
                 db_allocations.release_on_node(self._context, self.id, released)
-        return stored
+        return answer
 
     @base.remotable
     def destroy(self):

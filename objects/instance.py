@@ -18,8 +18,9 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.0: initial version
     # Version 1.1: PciDeviceList 1.2
     # Version 1.2: PciDeviceList 1.3
-    # Version 1.3: destroy and a save to ERROR leave the allocations to the compute,
-    #              which releases them as it frees the devices (ComputeNode 1.5)
+    # Version 1.3: PciDeviceList 1.4; destroy and a save to ERROR leave the
+    #              allocations to the compute, which releases them as it frees the
+    #              devices (ComputeNode 1.5)
     VERSION = "1.3"
 
     fields = {
@@ -43,7 +44,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     }
     obj_relationships = {
         "pci_requests": [("1.0", "1.1")],
-        "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3")],
+        "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3"), ("1.3", "1.4")],
     }
 
     @classmethod

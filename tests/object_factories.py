@@ -35,3 +35,20 @@ def vf(ctxt, node, address="0000:81:00.1", **values):
     device = PciDevice(ctxt, compute_node_id=node.id, address=address, **values)
     device.save()
     return device
+
+
+def new_pf(ctxt, node, address="0000:82:00.0"):
+    """A PF that was never saved, with the fields the PCI tracker sets."""
+    return PciDevice(
+        ctxt,
+        compute_node_id=node.id,
+        address=address,
+        vendor_id="8086",
+        product_id="1521",
+        dev_type="type-PF",
+        status="available",
+        label="label_8086_1521",
+        instance_uuid=None,
+        request_id=None,
+        numa_node=0,
+    )

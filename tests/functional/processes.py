@@ -269,6 +269,20 @@ class ConductorProcess(ServiceProcess):
     listening = LISTENING
 
 
+class OldConductorProcess(ConductorProcess):
+    """A conductor not yet upgraded (``python -m tests.functional.old_conductor``, the
+    same ``main`` with the objects of the release before)."""
+
+    def command(self):
+        config = ["--config-file", str(self.config_file)]
+        return [sys.executable, "-m", "tests.functional.old_conductor", *config]
+
+    def environment(self):
+        env = environment()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        return env
+
+
 class ComputeProcess(ServiceProcess):
     script = "pcisim-compute"
     listening = "pcisim-compute listening on topic"

