@@ -1,7 +1,7 @@
 """The conductor service: object calls and compute tasks on the topic ``conductor``."""
 
 from pcisim import conf as pcisim_conf
-from pcisim import dbaccess
+from pcisim import dbaccess, rpc
 from pcisim.compute import rpcapi as compute_rpcapi
 from pcisim.conductor import BINARY, compute_task, manager
 from pcisim.objects import base as objects_base
@@ -13,6 +13,8 @@ class ConductorService(RPCService):
     (``ComputeTaskManager``); its handler threads are the ones with the database."""
 
     def __init__(self, transport_url=None, topic=None):
+        # NOTE: computes wait for their conductor by pinging it (ConductorAPI.ping).
+        rpc.answer_pings()
         self.manager = manager.ConductorManager()
         topic = topic or pcisim_conf.CONF.conductor.topic
         super().__init__(BINARY, topic, [self.manager], transport_url=transport_url)

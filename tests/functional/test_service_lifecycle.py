@@ -1,0 +1,104 @@
+"""Services as an operator's supervisor sees them: they stop on SIGTERM whatever the
+broker does, and a compute either serves or exits, never lingers without serving.
+
+Each service is a real process on RabbitMQ (or on a broker address where nothing
+listens), started from an INI file as ``processes`` starts them; readiness is the
+``READY=1`` a service sends on ``$NOTIFY_SOCKET`` as systemd asks.
+"""
+
+import contextlib
+import socket
+import uuid
+
+import pytest
+
+from pcisim import context as pcisim_context
+from pcisim.objects.service import Service
+from tests import backends
+from tests.functional import flows, processes
+
+# A hang detector, not a timing: stopping takes well under a second here.
+STOP_BOUND = 30
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    """One SQLite file the processes share: the database is not what is tested here."""
+    scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
+    yield scratch
+    scratch.drop()
+
+
+@pytest.fixture
+def directory(tmp_path):
+    run = tmp_path / f"run{uuid.uuid4().hex[:8]}"
+    run.mkdir()
+    return run
+
+
+def _closed_port_url():
+    """A RabbitMQ URL on a loopback port where nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"rabbit://guest:guest@127.0.0.1:{port}/"
+
+
+def _compute(directory, transport_url, host="compute-1"):
+    config = processes.cloud_config(
+        directory,
+        host,
+        transport_url,
+        DEFAULT={"host": host},
+        compute={"inventory": "gpu-node=gpus=2"},
+    )
+    return processes.ComputeProcess(config)
+
+
+@contextlib.contextmanager
+def _launched(service):
+    """``service`` started, not waited for; killed at the end, whatever happened."""
+    try:
+        yield service.launch()
+    finally:
+        service.kill()
+
+
+def _stops_on_sigterm(service):
+    assert service.terminate(timeout=STOP_BOUND) == 0, service.output
+
+
+def test_a_conductor_whose_broker_is_away_stops_on_sigterm(db, directory):
+    config = processes.cloud_config(directory, "conductor", _closed_port_url(), db.url)
+    with _launched(processes.ConductorProcess(config)) as conductor:
+        conductor.wait_for("waits for the message broker", processes.START_TIMEOUT)
+        _stops_on_sigterm(conductor)
+
+
+def test_a_compute_whose_broker_is_away_stops_on_sigterm(directory):
+    with _launched(_compute(directory, _closed_port_url())) as compute:
+        compute.wait_for("waits for the message broker", processes.START_TIMEOUT)
+        _stops_on_sigterm(compute)
+
+
+def test_a_compute_waiting_for_its_conductor_stops_on_sigterm(rabbit_url, directory):
+    with _launched(_compute(directory, rabbit_url)) as compute:
+        compute.wait_for("waits for the conductor", processes.START_TIMEOUT)
+        _stops_on_sigterm(compute)
+
+
+def test_a_compute_started_before_its_conductor_waits_then_serves_and_registers(
+    db, rabbit_url, directory
+):
+    config = processes.cloud_config(directory, "conductor", rabbit_url, db.url)
+    with _launched(_compute(directory, rabbit_url)) as compute:
+        compute.wait_for("waits for the conductor", processes.START_TIMEOUT)
+        assert compute.running()
+        with processes.ConductorProcess(config):
+            compute.wait_ready()
+            record = Service.get_by_host_and_binary(
+                pcisim_context.get_admin_context(), "compute-1", "pcisim-compute"
+            )
+            assert record.last_seen_up is not None
+            assert len(flows.devices()) == 2
+            _stops_on_sigterm(compute)
