@@ -70,6 +70,10 @@ def test_a_wrong_token_is_refused_with_auth_invalid_and_does_nothing(client, tok
     assert api_server.database_rows() == before
 
 
+def test_the_healthcheck_is_answered_without_the_token_as_a_load_balancer_asks(client):
+    assert client.get("/healthcheck").status_code == 200
+
+
 def test_the_right_token_is_served(client, plane):
     response = client.post("/servers", json=SERVER, headers=HEADERS)
 
