@@ -7,6 +7,7 @@ listens), started from an INI file as ``processes`` starts them; readiness is th
 """
 
 import contextlib
+import signal
 import socket
 import uuid
 
@@ -102,3 +103,18 @@ def test_a_compute_started_before_its_conductor_waits_then_serves_and_registers(
             assert record.last_seen_up is not None
             assert len(flows.devices()) == 2
             _stops_on_sigterm(compute)
+
+
+def test_sigusr2_dumps_every_threads_stack_to_the_log_and_the_service_runs_on(directory):
+    with _launched(_compute(directory, _closed_port_url())) as compute:
+        compute.wait_for("waits for the message broker", processes.START_TIMEOUT)
+        mark = compute.mark()
+
+        compute.process.send_signal(signal.SIGUSR2)
+
+        compute.wait_for("(most recent call first)", processes.START_TIMEOUT, since=mark)
+        # The main thread waits for signals; the service's start waits for the broker.
+        compute.wait_for("in _supervise", processes.START_TIMEOUT, since=mark)
+        compute.wait_for("in wait_for_broker", processes.START_TIMEOUT, since=mark)
+        assert compute.running()
+        _stops_on_sigterm(compute)
