@@ -198,3 +198,11 @@ def manage_main():
     from pcisim.cmd import manage
 
     return manage.console_main()
+
+
+def status_main():
+    """``pcisim-status``, its backend selected first for the same reason."""
+    select_backend("pcisim-status")
+    from pcisim.cmd import status
+
+    sys.exit(status.main())

@@ -1,0 +1,60 @@
+"""Queries that find PCI device rows the tracker's invariants forbid.
+
+They read the tables directly (SQLAlchemy Core), not through the objects, so that
+``pcisim-status upgrade check`` can run them on the data of the release before this
+one. Each returns the rows it found, oldest first; none means nothing was found.
+"""
+
+import sqlalchemy as sa
+
+from pcisim.db import models
+from pcisim.db.engine import reader
+
+DEVICES = models.PciDevice.__table__
+INSTANCES = models.Instance.__table__
+# What names a device: a row without any of them cannot be matched to the hypervisor's
+# report, nor saved by the tracker (Nova bug 1899541 left such rows behind).
+IDENTITY = ("compute_node_id", "address", "vendor_id", "product_id", "dev_type")
+HELD = ("claimed", "allocated")
+FOUND_COLUMNS = (
+    DEVICES.c.id,
+    DEVICES.c.compute_node_id,
+    DEVICES.c.address,
+    DEVICES.c.status,
+    DEVICES.c.instance_uuid,
+)
+
+
+def _blank(column):
+    if isinstance(column.type, sa.String):
+        return sa.or_(column.is_(None), column == "")
+    return column.is_(None)
+
+
+@reader
+def blank_devices(context):
+    """Live device rows missing an identity field (NULL, or empty where the schema
+    forbids NULL)."""
+    query = (
+        sa.select(*FOUND_COLUMNS)
+        .where(DEVICES.c.deleted == 0, sa.or_(*(_blank(DEVICES.c[name]) for name in IDENTITY)))
+        .order_by(DEVICES.c.id)
+    )
+    return list(context.session.connection().execute(query))
+
+
+@reader
+def devices_held_by_missing_instances(context):
+    """Live devices claimed or allocated for no instance, or for one without a live
+    row (deleted, archived, never created)."""
+    live = sa.select(INSTANCES.c.uuid).where(INSTANCES.c.deleted == 0)
+    query = (
+        sa.select(*FOUND_COLUMNS)
+        .where(
+            DEVICES.c.deleted == 0,
+            DEVICES.c.status.in_(HELD),
+            sa.or_(DEVICES.c.instance_uuid.is_(None), DEVICES.c.instance_uuid.not_in(live)),
+        )
+        .order_by(DEVICES.c.id)
+    )
+    return list(context.session.connection().execute(query))
