@@ -41,7 +41,7 @@ class ComputeService(RPCService):
         context = pcisim_context.get_admin_context()
         self._wait_for_conductor(context)
         self.manager.compute_task_api = conductor_rpcapi.ComputeTaskAPI(self.transport)
-        self.record = self._service_record(context)
+        self.record = Service.register(context, self.host, BINARY, self.topic)
         self.report_state()
         self.manager.init_host(context)
         self.add_timer(CONF.report_interval, self.report_state)
@@ -65,14 +65,6 @@ class ComputeService(RPCService):
             )
             if self.stopping.is_set():
                 raise exception.ServiceStopping(binary=BINARY, awaited="the conductor")
-
-    def _service_record(self, context):
-        try:
-            return Service.get_by_host_and_binary(context, self.host, BINARY)
-        except exception.ServiceNotFound:
-            record = Service(context, host=self.host, binary=BINARY, topic=self.topic)
-            record.create()
-            return record
 
     def report_state(self):
         """Heartbeat, each in a context (and a traced flow) of its own; a failed one is

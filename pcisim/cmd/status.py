@@ -5,7 +5,8 @@
 On oslo.upgradecheck: each check is a Success, a Warning (look before upgrading) or a
 Failure (fix first); the exit code is the worst of them, 0, 1 or 2, and 255 for a
 configuration that cannot be read or an unexpected error. The checks read the database
-directly, as ``pcisim-manage`` does, and change nothing.
+directly, as ``pcisim-manage`` does, and change nothing; services record their version
+when they start (``objects.service.SERVICE_VERSION``).
 """
 
 import os
@@ -14,10 +15,12 @@ import sys
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
-from pcisim import cmd, exception, rpc
+from pcisim import cmd, conductor, exception, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
+from pcisim.db import api as db_api
 from pcisim.db import migration, pci_audit, sqlite
+from pcisim.objects.service import SERVICE_VERSION
 
 CONF = pcisim_conf.CONF
 BINARY = "pcisim-status"
@@ -61,23 +64,66 @@ class Checks(upgradecheck.UpgradeCommands):
             "any other stays held, and never handed out, until mended.",
         )
 
+    def _check_service_versions(self):
+        """No service runs code newer than this; no compute is newer than the conductors."""
+        rows = self._rows(db_api.service_versions)
+        return rows if isinstance(rows, Result) else _versions_result(rows)
+
     def _data_check(self, query, code, explanation):
-        if self._check_schema().code != Code.SUCCESS:
-            return Result(Code.WARNING, "Not checked: the database schema is not current.")
-        url = pcisim_conf.database_connection()
-        try:
-            rows = query(pcisim_context.get_admin_context())
-        except cmd.UNREACHABLE_DATABASE as error:
-            return _unreachable(url, error)
+        rows = self._rows(query)
+        if isinstance(rows, Result):
+            return rows
         if not rows:
             return Result(Code.SUCCESS)
         return Result(code, f"{len(rows)} found: {_devices(rows)}. {explanation}")
+
+    def _rows(self, query):
+        """The rows ``query`` reads, or the Result that says why it could not."""
+        if self._check_schema().code != Code.SUCCESS:
+            return Result(Code.WARNING, "Not checked: the database schema is not current.")
+        try:
+            return query(pcisim_context.get_admin_context())
+        except cmd.UNREACHABLE_DATABASE as error:
+            return _unreachable(pcisim_conf.database_connection(), error)
 
     _upgrade_checks = (
         ("Database schema", _check_schema),
         ("PCI devices with an identity", _check_blank_devices),
         ("PCI devices held by live instances", _check_held_by_missing_instances),
+        ("Service versions", _check_service_versions),
     )
+
+
+def _versions_result(rows):
+    """A service newer than this code is a Failure: it speaks RPC and object versions
+    this code does not know. A compute newer than every conductor is a Warning: a
+    conductor backports objects to older computes, never to newer ones."""
+    newer = [row for row in rows if _version(row) > SERVICE_VERSION]
+    if newer:
+        return Result(
+            Code.FAILURE,
+            f"{_services(newer)}: newer than this code's service version {SERVICE_VERSION}, "
+            "whose RPC and object versions it does not know. Check with the code they run.",
+        )
+    conductors = [_version(row) for row in rows if row.binary == conductor.BINARY]
+    newest = max(conductors, default=SERVICE_VERSION)
+    ahead = [row for row in rows if row.binary != conductor.BINARY and _version(row) > newest]
+    if ahead:
+        return Result(
+            Code.WARNING,
+            f"{_services(ahead)}: newer than every conductor (service version {newest}). "
+            "Upgrade the conductors first.",
+        )
+    return Result(Code.SUCCESS)
+
+
+def _version(row):
+    return row.version or 0  # NOTE: a service that has not said runs version 0 code
+
+
+def _services(rows):
+    named = [f"{row.binary} on {row.host} at service version {_version(row)}" for row in rows]
+    return "; ".join(named)
 
 
 def _schema_result(url):

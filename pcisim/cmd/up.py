@@ -91,6 +91,7 @@ def build(transport_url=None):
     cmd.configure_database()
     migration.db_sync()
     conductor = conductor_service.ConductorService(transport_url)
+    conductor_service.register()
     dbaccess.forbid("pcisim up (outside the conductor)")
     transport = rpc.get_transport(url=transport_url)
     objects_base.set_indirection_api(conductor_rpcapi.ConductorAPI(transport))

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from pcisim import context as pcisim_context
-from pcisim.objects.service import Service
+from pcisim.objects.service import SERVICE_VERSION, Service
 from tests import backends
 from tests.functional import flows, processes
 
@@ -91,16 +91,21 @@ def test_a_compute_waiting_for_its_conductor_stops_on_sigterm(rabbit_url, direct
 def test_a_compute_started_before_its_conductor_waits_then_serves_and_registers(
     db, rabbit_url, directory
 ):
-    config = processes.cloud_config(directory, "conductor", rabbit_url, db.url)
+    config = processes.cloud_config(
+        directory, "conductor", rabbit_url, db.url, DEFAULT={"host": "conductor-1"}
+    )
     with _launched(_compute(directory, rabbit_url)) as compute:
         compute.wait_for("waits for the conductor", processes.START_TIMEOUT)
         assert compute.running()
         with processes.ConductorProcess(config):
             compute.wait_ready()
-            record = Service.get_by_host_and_binary(
-                pcisim_context.get_admin_context(), "compute-1", "pcisim-compute"
-            )
+            ctxt = pcisim_context.get_admin_context()
+            record = Service.get_by_host_and_binary(ctxt, "compute-1", "pcisim-compute")
             assert record.last_seen_up is not None
+            # Both say which code they run, for pcisim-status upgrade check.
+            assert record.version == SERVICE_VERSION
+            conductor = Service.get_by_host_and_binary(ctxt, "conductor-1", "pcisim-conductor")
+            assert conductor.version == SERVICE_VERSION
             assert len(flows.devices()) == 2
             _stops_on_sigterm(compute)
 

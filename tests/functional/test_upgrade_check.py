@@ -13,7 +13,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from pcisim.db import engine, migration, models
+from pcisim.db import api, engine, migration, models
+from pcisim.objects.service import SERVICE_VERSION
 from tests.functional import cli
 from tests.unit.db import factories
 
@@ -46,8 +47,14 @@ def _sql(statement):
         connection.execute(statement)
 
 
+def _service(ctxt, host, binary, version):
+    api.service_create(ctxt, {"host": host, "binary": binary, "version": version})
+
+
 def test_a_current_consistent_database_passes_every_check(config, ctxt):
     factories.node_with_devices(ctxt, "0000:81:00.1", "0000:81:00.2")
+    _service(ctxt, "ctl", "pcisim-conductor", SERVICE_VERSION)
+    _service(ctxt, "host1", "pcisim-compute", SERVICE_VERSION)
 
     code, results = _check(config)
 
@@ -80,6 +87,30 @@ def test_a_device_held_by_an_archived_instance_is_a_warning_naming_it(config, ct
     assert result == WARNING
     assert details.startswith(f"1 found: node {node.id} 0000:81:00.1 allocated by {gone}.")
     assert results["PCI devices with an identity"][0] == SUCCESS
+
+
+def test_a_service_newer_than_this_code_fails_the_version_check_naming_it(config, ctxt):
+    _service(ctxt, "ctl", "pcisim-conductor", SERVICE_VERSION)
+    _service(ctxt, "host1", "pcisim-compute", SERVICE_VERSION + 1)
+
+    code, results = _check(config)
+
+    assert code == FAILURE
+    result, details = results["Service versions"]
+    assert result == FAILURE
+    assert details.startswith(f"pcisim-compute on host1 at service version {SERVICE_VERSION + 1}")
+
+
+def test_a_compute_newer_than_every_conductor_is_a_warning_to_upgrade_them_first(config, ctxt):
+    _service(ctxt, "ctl", "pcisim-conductor", None)  # it started before services said
+    _service(ctxt, "host1", "pcisim-compute", SERVICE_VERSION)
+
+    code, results = _check(config)
+
+    assert code == WARNING
+    result, details = results["Service versions"]
+    assert result == WARNING and "Upgrade the conductors first" in details
+    assert details.startswith(f"pcisim-compute on host1 at service version {SERVICE_VERSION}")
 
 
 def test_a_schema_behind_the_code_fails_and_the_data_is_not_checked(tmp_path):
