@@ -12,6 +12,7 @@ from pcisim.db.engine import reader
 
 DEVICES = models.PciDevice.__table__
 INSTANCES = models.Instance.__table__
+NODES = models.ComputeNode.__table__
 # What names a device: a row without any of them cannot be matched to the hypervisor's
 # report, nor saved by the tracker (Nova bug 1899541 left such rows behind).
 IDENTITY = ("compute_node_id", "address", "vendor_id", "product_id", "dev_type")
@@ -20,9 +21,28 @@ FOUND_COLUMNS = (
     DEVICES.c.id,
     DEVICES.c.compute_node_id,
     DEVICES.c.address,
+    DEVICES.c.vendor_id,
+    DEVICES.c.product_id,
+    DEVICES.c.dev_type,
     DEVICES.c.status,
     DEVICES.c.instance_uuid,
+    NODES.c.host,
+    NODES.c.hypervisor_hostname,
 )
+
+
+def _found(context, where, host):
+    """Live device rows matching ``where`` (of the nodes of ``host`` when given), with
+    their node's host and name (None for a row without a node)."""
+    query = (
+        sa.select(*FOUND_COLUMNS)
+        .select_from(DEVICES.outerjoin(NODES, NODES.c.id == DEVICES.c.compute_node_id))
+        .where(DEVICES.c.deleted == 0, where)
+        .order_by(DEVICES.c.compute_node_id, DEVICES.c.address, DEVICES.c.id)
+    )
+    if host is not None:
+        query = query.where(NODES.c.host == host)
+    return list(context.session.connection().execute(query))
 
 
 def _blank(column):
@@ -32,29 +52,19 @@ def _blank(column):
 
 
 @reader
-def blank_devices(context):
+def blank_devices(context, host=None):
     """Live device rows missing an identity field (NULL, or empty where the schema
     forbids NULL)."""
-    query = (
-        sa.select(*FOUND_COLUMNS)
-        .where(DEVICES.c.deleted == 0, sa.or_(*(_blank(DEVICES.c[name]) for name in IDENTITY)))
-        .order_by(DEVICES.c.id)
-    )
-    return list(context.session.connection().execute(query))
+    return _found(context, sa.or_(*(_blank(DEVICES.c[name]) for name in IDENTITY)), host)
 
 
 @reader
-def devices_held_by_missing_instances(context):
+def devices_held_by_missing_instances(context, host=None):
     """Live devices claimed or allocated for no instance, or for one without a live
     row (deleted, archived, never created)."""
     live = sa.select(INSTANCES.c.uuid).where(INSTANCES.c.deleted == 0)
-    query = (
-        sa.select(*FOUND_COLUMNS)
-        .where(
-            DEVICES.c.deleted == 0,
-            DEVICES.c.status.in_(HELD),
-            sa.or_(DEVICES.c.instance_uuid.is_(None), DEVICES.c.instance_uuid.not_in(live)),
-        )
-        .order_by(DEVICES.c.id)
+    held = sa.and_(
+        DEVICES.c.status.in_(HELD),
+        sa.or_(DEVICES.c.instance_uuid.is_(None), DEVICES.c.instance_uuid.not_in(live)),
     )
-    return list(context.session.connection().execute(query))
+    return _found(context, held, host)
