@@ -98,7 +98,8 @@ def test_a_compute_started_before_its_conductor_waits_then_serves_and_registers(
         compute.wait_for("waits for the conductor", processes.START_TIMEOUT)
         assert compute.running()
         with processes.ConductorProcess(config):
-            compute.wait_ready()
+            # NOTE: it pings every CONDUCTOR_PING_TIMEOUT s; a bound to detect a hang.
+            compute.wait_ready(timeout=60)
             ctxt = pcisim_context.get_admin_context()
             record = Service.get_by_host_and_binary(ctxt, "compute-1", "pcisim-compute")
             assert record.last_seen_up is not None
