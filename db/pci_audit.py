@@ -17,6 +17,7 @@ NODES = models.ComputeNode.__table__
 # report, nor saved by the tracker (Nova bug 1899541 left such rows behind).
 IDENTITY = ("compute_node_id", "address", "vendor_id", "product_id", "dev_type")
 HELD = ("claimed", "allocated")
+SRIOV_TYPES = ("type-PF", "type-VF")
 FOUND_COLUMNS = (
     DEVICES.c.id,
     DEVICES.c.compute_node_id,
@@ -24,6 +25,7 @@ FOUND_COLUMNS = (
     DEVICES.c.vendor_id,
     DEVICES.c.product_id,
     DEVICES.c.dev_type,
+    DEVICES.c.parent_addr,
     DEVICES.c.status,
     DEVICES.c.instance_uuid,
     NODES.c.host,
@@ -68,3 +70,9 @@ def devices_held_by_missing_instances(context, host=None):
         sa.or_(DEVICES.c.instance_uuid.is_(None), DEVICES.c.instance_uuid.not_in(live)),
     )
     return _found(context, held, host)
+
+
+@reader
+def sriov_devices(context, host=None):
+    """Live PF and VF rows, whose statuses depend on one another."""
+    return _found(context, DEVICES.c.dev_type.in_(SRIOV_TYPES), host)

@@ -12,6 +12,11 @@ Findings (queries in ``db/pci_audit.py``):
 - ``missing identity``: a row without its node, address, vendor, product or type (Nova
   bug 1899541's residue). Left: only the node's hypervisor report could tell what it
   was.
+- ``family``: PF and VF statuses the state table (``objects.pci_device_state``) forbids
+  together: a VF not as its claimed or allocated PF made it, a PF whose status is not
+  the one its VFs give it, a VF unclaimable or unavailable under a free PF (Nova bug
+  1969496). Left: a compute's tracker settles a PF's status when it loads its devices;
+  the rest needs the operator.
 """
 
 from oslo_log import log as logging
@@ -19,6 +24,8 @@ from oslo_log import log as logging
 from pcisim import context as pcisim_context
 from pcisim import exception, faults
 from pcisim.db import pci_audit
+from pcisim.objects import fields
+from pcisim.objects import pci_device_state as state
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.pci import devspec
 from pcisim.pci import manager as pci_manager
@@ -26,14 +33,22 @@ from pcisim.pci import manager as pci_manager
 LOG = logging.getLogger(__name__)
 EXIT_NOTHING_FOUND = 0
 EXIT_FOUND = 1
+S = fields.PciDeviceStatus
+# What a claimed or allocated PF makes of its VFs, as the state table's transitions say.
+IMPOSED_ON_VFS = {
+    state.TRANSITIONS[event].target: state.TRANSITIONS[event].vfs_become
+    for event in ("claim", "allocate")
+}
+GONE = frozenset({S.REMOVED, S.DELETED})
 
 
 class Finding:
     """One device row found; ``outcome`` says what the run did of it."""
 
-    def __init__(self, row, kind):
+    def __init__(self, row, kind, why=None):
         self.row = row
         self.kind = kind
+        self.why = why  # for a ``family`` finding
         self.outcome = "left"
 
     @property
@@ -45,7 +60,9 @@ class Finding:
 
     def line(self):
         row = self.row
-        if self.kind == "missing identity":
+        if self.kind == "family":
+            what = self.why
+        elif self.kind == "missing identity":
             missing = [name for name in pci_audit.IDENTITY if not getattr(row, name)]
             what = f"missing {', '.join(missing)}"
         elif row.instance_uuid is None:
@@ -62,7 +79,8 @@ def audit(host=None, heal=False):
     blank = [Finding(r, "missing identity") for r in pci_audit.blank_devices(context, host)]
     if heal:
         _heal(context, held)
-    findings = held + blank
+    family = _family_findings(pci_audit.sriov_devices(context, host))
+    findings = held + blank + family
     by_node = {}
     for finding in findings:
         by_node.setdefault(finding.node, []).append(finding)
@@ -76,6 +94,41 @@ def audit(host=None, heal=False):
         f"node{'' if len(by_node) == 1 else 's'}; {healed} healed, {len(findings) - healed} left."
     )
     return EXIT_FOUND if findings else EXIT_NOTHING_FOUND
+
+
+def _family_findings(rows):
+    """PF and VF rows whose statuses the state table forbids together."""
+    pfs = {(r.compute_node_id, r.address): r for r in rows if r.dev_type == "type-PF"}
+    vfs = {}
+    for row in rows:
+        if row.dev_type == "type-VF" and (row.compute_node_id, row.parent_addr) in pfs:
+            vfs.setdefault((row.compute_node_id, row.parent_addr), []).append(row)
+    found = []
+    for key, pf in pfs.items():
+        live = [vf for vf in vfs.get(key, ()) if vf.status not in GONE]
+        found += _family_of(pf, live)
+    return found
+
+
+def _family_of(pf, vfs):
+    """A held PF's VFs must be as it made them; a free PF's VFs must not be, and its
+    status must be the one they give it."""
+    imposed = IMPOSED_ON_VFS.get(pf.status)
+    if imposed is not None:
+        why = f"under the {pf.status} PF {pf.address}, which makes its VFs {imposed}"
+        return [Finding(vf, "family", f"{vf.status} {why}") for vf in vfs if vf.status != imposed]
+    if pf.status not in state.PF_FOLLOWING_VFS:
+        return []
+    bug = " (Nova bug 1969496)" if pf.status == S.AVAILABLE else ""
+    found = [
+        Finding(vf, "family", f"{vf.status} under the {pf.status} PF {pf.address}{bug}")
+        for vf in vfs
+        if vf.status in IMPOSED_ON_VFS.values()
+    ]
+    implied = state.pf_status_for(vfs)
+    if pf.status != implied:
+        found.append(Finding(pf, "family", f"PF {pf.status}, which its VFs make {implied}"))
+    return found
 
 
 def _heal(context, held):

@@ -101,7 +101,7 @@ def test_heal_never_frees_a_device_a_new_instance_took_meanwhile(db, start, caps
     with dbaccess.granted(), faults.inject(faults.BEFORE_AUDIT_HEAL_SAVE, action):
         assert pci_audit.audit(heal=True) == 1
 
-    assert capsys.readouterr().out.count(": left") == 2
+    assert capsys.readouterr().out.count("which has no live instance row: left") == 2
     # The heal's compare-and-swap saved nothing: the GPU is still held, the VF is the
     # newcomer's; a next run frees the GPU.
     assert _statuses(instance_uuid=gone) == {_gpu_address(): "allocated"}
@@ -128,6 +128,61 @@ def test_a_row_blanked_by_sql_is_found_and_left_by_heal(db, start, tmp_path):
     assert result.returncode == 1, result.stderr
     assert f"  {gpu['address']} missing vendor_id, product_id: left" in result.stdout
     assert flows.devices(id=gpu["id"])[0]["vendor_id"] == ""
+
+
+def _set_status(address, status):
+    devices = models.PciDevice.__table__
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(
+            sa.update(devices).where(devices.c.address == address).values(status=status)
+        )
+
+
+def _pf_and_vfs():
+    (pf,) = flows.devices(dev_type="type-PF")
+    return pf["address"], sorted(vf["address"] for vf in flows.devices(dev_type="type-VF"))
+
+
+def test_a_vf_unavailable_under_an_available_pf_is_found_as_nova_bug_1969496(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    pf, (vf, _) = _pf_and_vfs()
+    _set_status(vf, "unavailable")
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        f"  {vf} unavailable under the available PF {pf} (Nova bug 1969496): left",
+        "1 finding on 1 node; 0 healed, 1 left.",
+    ]
+
+
+def test_a_pf_whose_status_its_vfs_contradict_is_found(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    pf, vfs = _pf_and_vfs()
+    _set_status(pf, "unavailable")
+
+    result = _audit(_config(db, tmp_path))
+
+    assert result.returncode == 1, result.stderr
+    assert f"  {pf} PF unavailable, which its VFs make available: left" in result.stdout
+
+
+def test_a_vf_left_available_under_an_allocated_pf_is_found(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    pf_holder, state = flows.boot(plane, "pf:1")
+    assert state == "active"
+    pf, (vf, _) = _pf_and_vfs()
+    plane.stop_compute(HOST)
+    _set_status(vf, "available")
+
+    result = _audit(_config(db, tmp_path))
+
+    assert result.returncode == 1, result.stderr
+    expected = f"  {vf} available under the allocated PF {pf}, which makes its VFs unavailable"
+    assert expected + ": left" in result.stdout
 
 
 def test_another_hosts_audit_finds_nothing(db, start, tmp_path):
