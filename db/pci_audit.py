@@ -5,9 +5,11 @@ They read the tables directly (SQLAlchemy Core), not through the objects, so tha
 one. Each returns the rows it found, oldest first; none means nothing was found.
 """
 
+import collections
+
 import sqlalchemy as sa
 
-from pcisim.db import models
+from pcisim.db import allocations, models
 from pcisim.db.engine import reader
 
 DEVICES = models.PciDevice.__table__
@@ -76,3 +78,25 @@ def devices_held_by_missing_instances(context, host=None):
 def sriov_devices(context, host=None):
     """Live PF and VF rows, whose statuses depend on one another."""
     return _found(context, DEVICES.c.dev_type.in_(SRIOV_TYPES), host)
+
+
+@reader
+def orphaned_allocations(context, host=None):
+    """``allocations.orphaned`` (allocations no flow will release), each as a row of
+    compute_node_id, host, hypervisor_hostname and consumer_uuid."""
+    orphans = allocations.orphaned(context)
+    names = sa.select(NODES.c.id, NODES.c.host, NODES.c.hypervisor_hostname).where(
+        NODES.c.id.in_({node_id for node_id, _ in orphans})
+    )
+    nodes = {row.id: row for row in context.session.connection().execute(names)}
+    return [
+        _Allocation(node_id, nodes[node_id].host, nodes[node_id].hypervisor_hostname, consumer)
+        for node_id, consumer in orphans
+        if host is None or nodes[node_id].host == host
+    ]
+
+
+class _Allocation(
+    collections.namedtuple("_Allocation", "compute_node_id host hypervisor_hostname consumer_uuid")
+):
+    """An orphaned allocation of a node."""

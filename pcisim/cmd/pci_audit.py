@@ -17,6 +17,9 @@ Findings (queries in ``db/pci_audit.py``):
   the one its VFs give it, a VF unclaimable or unavailable under a free PF (Nova bug
   1969496). Left: a compute's tracker settles a PF's status when it loads its devices;
   the rest needs the operator.
+- ``allocation``: an allocation whose consumer is not a live, non-ERROR instance on its
+  node (``db.allocations.orphaned``). Left: the node's compute removes it at its next
+  periodic run (``allocations.heal``), knowing what it holds.
 """
 
 from oslo_log import log as logging
@@ -60,6 +63,11 @@ class Finding:
 
     def line(self):
         row = self.row
+        if self.kind == "allocation":
+            return (
+                f"  allocation of {row.consumer_uuid}, which no live instance on this node "
+                f"holds: {self.outcome} (its compute removes it at its next periodic run)"
+            )
         if self.kind == "family":
             what = self.why
         elif self.kind == "missing identity":
@@ -80,7 +88,8 @@ def audit(host=None, heal=False):
     if heal:
         _heal(context, held)
     family = _family_findings(pci_audit.sriov_devices(context, host))
-    findings = held + blank + family
+    orphans = [Finding(r, "allocation") for r in pci_audit.orphaned_allocations(context, host)]
+    findings = held + blank + family + orphans
     by_node = {}
     for finding in findings:
         by_node.setdefault(finding.node, []).append(finding)

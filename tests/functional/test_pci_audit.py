@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from pcisim import dbaccess, faults
 from pcisim.cmd import pci_audit
-from pcisim.db import engine, models
+from pcisim.db import allocations, engine, models
 from pcisim.objects.instance import Instance
 from tests.functional import cli, flows
 
@@ -183,6 +183,27 @@ def test_a_vf_left_available_under_an_allocated_pf_is_found(db, start, tmp_path)
     assert result.returncode == 1, result.stderr
     expected = f"  {vf} available under the allocated PF {pf}, which makes its VFs unavailable"
     assert expected + ": left" in result.stdout
+
+
+def test_an_allocation_no_instance_holds_is_found_and_left_for_its_compute(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    kept, _ = flows.boot(plane, "gpu:1")
+    plane.stop_compute(HOST)
+    # NOTE: the scheduler's own claim, for a build whose instance was never stored.
+    never_stored = str(uuid.uuid4())
+    with dbaccess.granted():
+        (node,), _ = allocations.host_states(plane.context)
+        allocations.claim(plane.context, node.id, node.generation, never_stored, {"VCPU": 1})
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        f"  allocation of {never_stored}, which no live instance on this node holds: left "
+        "(its compute removes it at its next periodic run)",
+        "1 finding on 1 node; 0 healed, 1 left.",
+    ]
+    assert kept not in result.stdout
 
 
 def test_another_hosts_audit_finds_nothing(db, start, tmp_path):
