@@ -13,6 +13,8 @@ from pcisim.service import RPCService
 
 LOG = logging.getLogger(__name__)
 CONF = pcisim_conf.CONF
+# Short, so that a SIGTERM ends the wait for a missing conductor within seconds.
+CONDUCTOR_PING_TIMEOUT = 5
 
 
 class ComputeService(RPCService):
@@ -37,20 +39,32 @@ class ComputeService(RPCService):
 
     def prepare(self):
         context = pcisim_context.get_admin_context()
+        self._wait_for_conductor(context)
         self.manager.compute_task_api = conductor_rpcapi.ComputeTaskAPI(self.transport)
-        self.record = self._service_record(context)
+        self.record = Service.register(context, self.host, BINARY, self.topic)
         self.report_state()
         self.manager.init_host(context)
         self.add_timer(CONF.report_interval, self.report_state)
         self.add_timer(CONF.compute.update_resources_interval, self.periodic_update)
 
-    def _service_record(self, context):
-        try:
-            return Service.get_by_host_and_binary(context, self.host, BINARY)
-        except exception.ServiceNotFound:
-            record = Service(context, host=self.host, binary=BINARY, topic=self.topic)
-            record.create()
-            return record
+    def _wait_for_conductor(self, context):
+        """Return once the conductor answers; ``ServiceStopping`` when stopped first.
+
+        NOTE: a compute started before its conductor would otherwise time out in its
+        first object call and never serve; as Nova's compute does, it waits instead.
+        """
+        conductor = conductor_rpcapi.ConductorAPI(self.transport)
+        while not conductor.ping(context, CONDUCTOR_PING_TIMEOUT):
+            LOG.warning(
+                "%s on %s waits for the conductor on topic %r: no answer within %s s. "
+                "Is it running? Trying again",
+                BINARY,
+                self.host,
+                CONF.conductor.topic,
+                CONDUCTOR_PING_TIMEOUT,
+            )
+            if self.stopping.is_set():
+                raise exception.ServiceStopping(binary=BINARY, awaited="the conductor")
 
     def report_state(self):
         """Heartbeat, each in a context (and a traced flow) of its own; a failed one is

@@ -24,6 +24,21 @@ class ConductorAPI(ovo_base.VersionedObjectIndirectionAPI):
         target = messaging.Target(topic=conf.conductor.topic, version=RPC_API_VERSION)
         self.client = rpc.get_client(transport, target, version_cap=conf.upgrade_levels.conductor)
 
+    def ping(self, context, timeout):
+        """Whether a conductor answers on the topic within ``timeout`` seconds.
+
+        oslo.messaging's RPC server answers ``oslo_rpc_server_ping`` itself when
+        ``rpc_ping_enabled`` is on (the conductor turns it on); a conductor without it
+        answers with an error, which is an answer too. No answer is ``False``.
+        """
+        try:
+            self.client.prepare(timeout=timeout).call(context, "oslo_rpc_server_ping")
+        except messaging.MessagingTimeout:
+            return False
+        except messaging.RemoteError:
+            pass
+        return True
+
     def object_class_action_versions(
         self, context, objname, objmethod, object_versions, args, kwargs
     ):

@@ -565,6 +565,19 @@ def service_get_all_by_binary(context, binary):
 
 
 @reader
+def service_versions(context):
+    """(host, binary, version) of every live service, by binary and host; ``version``
+    is None for a service that has not said (it started before revision 0004)."""
+    services = models.Service.__table__
+    query = (
+        sa.select(services.c.host, services.c.binary, services.c.version)
+        .where(services.c.deleted == 0)
+        .order_by(services.c.binary, services.c.host)
+    )
+    return list(context.session.connection().execute(query))
+
+
+@reader
 def service_hosts_up(context, binary, seen_since):
     """The hosts whose ``binary`` service is live, not forced down and was seen at or
     after ``seen_since`` (naive UTC): the scheduler's question, answered without

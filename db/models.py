@@ -210,6 +210,8 @@ class Service(Base):
     last_seen_up: Mapped[datetime | None] = mapped_column(sa.DateTime)
     forced_down: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
     disabled: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
+    # The SERVICE_VERSION of the code it runs (objects/service.py); NULL before it said.
+    version: Mapped[int | None] = mapped_column(sa.Integer)
 
 
 class Allocation(Base):

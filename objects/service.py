@@ -1,9 +1,21 @@
-"""Services: which compute services run, and whether each is up."""
+"""Services: which services run, whether each is up, and which version of the code."""
 
-from oslo_utils import timeutils
+from oslo_utils import timeutils, versionutils
 
+from pcisim import exception
 from pcisim.db import api as db_api
 from pcisim.objects import base, fields
+
+# What a service of each version speaks; a service records its version (the last
+# index) when it starts. Add an entry when a change to an RPC API or an object is one
+# that other services must know of before they talk to it.
+SERVICE_VERSION_HISTORY = (
+    # Version 0: before services recorded their version.
+    {"conductor_rpc": "1.0", "compute_rpc": "1.0"},
+    # Version 1: services record their version (Service 1.1).
+    {"conductor_rpc": "1.0", "compute_rpc": "1.0"},
+)
+SERVICE_VERSION = len(SERVICE_VERSION_HISTORY) - 1
 
 
 @base.PcisimObjectRegistry.register
@@ -11,7 +23,8 @@ class Service(base.PcisimPersistentObject, base.PcisimObject):
     """A service on a host; up while it reports in and is not forced down."""
 
     # Version 1.0: initial version
-    VERSION = "1.0"
+    # Version 1.1: added version
+    VERSION = "1.1"
 
     fields = {
         "id": fields.IntegerField(),
@@ -22,8 +35,14 @@ class Service(base.PcisimPersistentObject, base.PcisimObject):
         "last_seen_up": fields.DateTimeField(nullable=True),
         "forced_down": fields.BooleanField(default=False),
         "disabled": fields.BooleanField(default=False),
+        "version": fields.IntegerField(nullable=True),
         **base.PcisimPersistentObject.fields,
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            primitive.pop("version", None)
 
     @classmethod
     @base.remotable
@@ -46,6 +65,24 @@ class Service(base.PcisimPersistentObject, base.PcisimObject):
             row = db_api.service_update(self._context, self.id, values)
             self._from_db_object(self._context, self, row)
 
+    @classmethod
+    def register(cls, context, host, binary, topic=None):
+        """The live record of ``binary`` on ``host``, created when missing, saying the
+        version of this code (``SERVICE_VERSION``), which ``pcisim-status`` reads."""
+        try:
+            record = cls.get_by_host_and_binary(context, host, binary)
+        except exception.ServiceNotFound:
+            record = cls(context, host=host, binary=binary, topic=topic, version=SERVICE_VERSION)
+            try:
+                record.create()
+                return record
+            except exception.ServiceExists:  # NOTE: another process of the host came first
+                record = cls.get_by_host_and_binary(context, host, binary)
+        if record.version != SERVICE_VERSION:
+            record.version = SERVICE_VERSION
+            record.save()
+        return record
+
     def is_up(self, down_after_seconds):
         """Up when not forced down and seen within ``down_after_seconds``."""
         if self.forced_down or self.last_seen_up is None:
@@ -62,10 +99,11 @@ class Service(base.PcisimPersistentObject, base.PcisimObject):
 @base.PcisimObjectRegistry.register
 class ServiceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.0: Service 1.0
-    VERSION = "1.0"
+    # Version 1.1: Service 1.1
+    VERSION = "1.1"
 
     fields = {"objects": fields.ListOfObjectsField("Service")}
-    obj_relationships = {"objects": [("1.0", "1.0")]}
+    obj_relationships = {"objects": [("1.0", "1.0"), ("1.1", "1.1")]}
 
     @classmethod
     @base.remotable

@@ -247,3 +247,7 @@ class UndeclaredResponse(PcisimException):
         "API handler %(handler)s declares no response: decorate it with "
         "validation.response_body_schema."
     )
+
+
+class ServiceStopping(PcisimException):
+    msg_fmt = "%(binary)s was asked to stop while it waited for %(awaited)s."

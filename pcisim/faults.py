@@ -27,6 +27,10 @@ The points:
     (conductor, scheduler) a node is chosen from what was read of it, its allocation
     not written yet: another boot allocating there now makes this one's
     compare-and-swap fail. Details: ``instance``, ``node_id``.
+``before_audit_heal_save``
+    (pcisim-manage pci audit --heal) a node's tracker has freed the devices of gone
+    instances, not saved yet: a compute changing them now makes the heal's
+    compare-and-swap fail. Details: ``node_id``.
 """
 
 import contextlib
@@ -38,6 +42,7 @@ AFTER_TRACKER_SAVE = "after_tracker_save"
 BEFORE_PERIODIC = "before_periodic"
 BETWEEN_CLAIM_AND_ALLOCATE = "between_claim_and_allocate"
 BEFORE_ALLOCATION_CLAIM = "before_allocation_claim"
+BEFORE_AUDIT_HEAL_SAVE = "before_audit_heal_save"
 POINTS = frozenset(
     {
         AFTER_SOFT_DELETE,
@@ -46,6 +51,7 @@ POINTS = frozenset(
         BEFORE_PERIODIC,
         BETWEEN_CLAIM_AND_ALLOCATE,
         BEFORE_ALLOCATION_CLAIM,
+        BEFORE_AUDIT_HEAL_SAVE,
     }
 )
 

@@ -1,5 +1,5 @@
 """Waiting for a condition, with a deadline: the one polling loop of the CLI's
-``--wait``, the all-in-one's start-up and the test fixture."""
+``--wait`` and the test fixture."""
 
 import time
 

@@ -7,17 +7,20 @@ itself, in the compute that called it. Any other remote exception arrives as
 """
 
 import re
+import socket
 from urllib import parse
 
 import oslo_messaging as messaging
+from oslo_log import log as logging
 from oslo_messaging._drivers import impl_rabbit
 from oslo_messaging.rpc import dispatcher
 
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
-from pcisim import trace
+from pcisim import exception, trace
 from pcisim.objects import base as objects_base
 
+LOG = logging.getLogger(__name__)
 ALLOWED_EXMODS = ["pcisim.exception", "oslo_versionedobjects.exception"]
 # user:password@ after the scheme or after a comma (a URL may list several hosts). The
 # password runs to the last "@" before the host, so that one holding "@", "/" or ","
@@ -63,6 +66,66 @@ def get_transport(conf=pcisim_conf.CONF, url=None):
 
 def _get_rpc_transport(conf, url):
     return messaging.get_rpc_transport(conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
+
+
+BROKER_PROBE_TIMEOUT = 2.0
+AMQP_PORT = 5672
+
+
+def broker_addresses(url, conf=pcisim_conf.CONF):
+    """The (host, port) of each RabbitMQ broker that ``url`` names; none for the
+    in-process transport, which has no broker to wait for."""
+    parsed = messaging.TransportURL.parse(conf, url)
+    if parsed.transport != "rabbit":
+        return []
+    return [(host.hostname, host.port or AMQP_PORT) for host in parsed.hosts]
+
+
+def _refusal(address):
+    """Why the broker at ``address`` accepts no connection, or None when it does."""
+    try:
+        socket.create_connection(address, timeout=BROKER_PROBE_TIMEOUT).close()
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def wait_for_broker(url, stopping, waiter, conf=pcisim_conf.CONF):
+    """Return once a broker of ``url`` accepts connections; raise ``ServiceStopping``
+    as soon as the event ``stopping`` is set while it does not.
+
+    NOTE: oslo.messaging's rabbit driver retries connecting forever, and nothing
+    interrupts it: a server started against a broker that is away could not be stopped
+    until the broker came back. Entering it only once the broker answers makes that
+    wait one a SIGTERM ends.
+    """
+    addresses = broker_addresses(url, conf)
+    interval = conf.oslo_messaging_rabbit.rabbit_retry_interval
+    waited = False
+    while addresses and all(refusals := [_refusal(address) for address in addresses]):
+        if not waited:
+            LOG.warning(
+                "%s waits for the message broker at %s, which accepts no connection (%s); "
+                "trying again every %s s",
+                waiter,
+                safe_url(url),
+                "; ".join(refusals),
+                interval,
+            )
+            waited = True
+        if stopping.wait(interval):
+            raise exception.ServiceStopping(binary=waiter, awaited="the message broker")
+    if waited:
+        LOG.info("%s: the message broker at %s accepts connections", waiter, safe_url(url))
+
+
+def answer_pings(conf=pcisim_conf.CONF):
+    """Make the RPC servers this process starts answer oslo.messaging's ping
+    (``oslo_rpc_server_ping``, ``rpc_ping_enabled``) in the server itself."""
+    # NOTE: oslo.messaging registers the option when it makes its first RPC server, and
+    # reads it from the global configuration.
+    conf.register_opts(dispatcher._dispatcher_opts)
+    conf.set_default("rpc_ping_enabled", True)
 
 
 def safe_url(url):

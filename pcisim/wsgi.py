@@ -9,7 +9,7 @@ from oslo_log import log as logging
 from oslo_service import service
 from waitress import wasyncore
 
-from pcisim import exception
+from pcisim import exception, lifecycle
 
 LOG = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def _is_loopback(address):
     return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
-class WSGIService(service.Service):
+class WSGIService(lifecycle.Lifecycle, service.Service):
     """Serves ``app`` on ``host``:``port`` (0 picks a free port) until stopped.
 
     Only the serving thread touches the server's sockets: ``stop`` asks it to stop
@@ -49,6 +49,8 @@ class WSGIService(service.Service):
     out of ``select()``. Closing them from another thread could pull a file
     descriptor from under its ``select()`` (``EBADF``).
     """
+
+    binary = "pcisim-api"
 
     def __init__(self, app, host="127.0.0.1", port=0, threads=8):
         """Bind ``host``:``port`` now; ``OSError`` naming them if that is impossible."""
@@ -62,7 +64,6 @@ class WSGIService(service.Service):
             message = f"cannot listen on {host}:{port}: {error.strerror or error}"
             raise OSError(error.errno, message) from None
         self._thread = None
-        self._stopping = threading.Event()
         # NOTE: held to pull the trigger and to close it, so it is never pulled closed.
         self._trigger_lock = threading.Lock()
         self._closed = False
@@ -77,11 +78,12 @@ class WSGIService(service.Service):
         self._thread = threading.Thread(target=self._serve, name="pcisim-api", daemon=True)
         self._thread.start()
         LOG.info("pcisim API listening on %s", self.url)
+        self.announce_ready()
 
     def _serve(self):
         adj = self.server.adj
         try:
-            while self._map and not self._stopping.is_set():
+            while self._map and not self.stopping.is_set():
                 wasyncore.loop(
                     timeout=adj.asyncore_loop_timeout,
                     map=self._map,
@@ -106,7 +108,7 @@ class WSGIService(service.Service):
 
     def stop(self, graceful=False):
         """Stop serving and close every connection; a second call does nothing."""
-        self._stopping.set()
+        self.stopping.set()
         if self._thread is None:
             self._close()
         else:

@@ -14,8 +14,11 @@ import uuid
 
 import flask
 from oslo_log import log as logging
+from oslo_middleware import healthcheck
+from oslo_middleware import opts as middleware_opts
 from werkzeug import exceptions as http_exceptions
 
+from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import trace
 from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers, validation
@@ -24,6 +27,7 @@ LOG = logging.getLogger(__name__)
 ACTOR = "api"
 REQUEST_ID_HEADER = "X-OpenStack-Request-ID"
 AUTH_HEADER = "X-Auth-Token"
+HEALTHCHECK_PATH = "/healthcheck"
 
 ROUTES = (
     ("/servers", "POST", servers.create_server),
@@ -61,7 +65,30 @@ def create_app(api, auth_token=None):
         app.before_request(_authenticator(auth_token))
     app.after_request(_end_request)
     app.teardown_request(_teardown_request)
+    app.wsgi_app = _with_healthcheck(app.wsgi_app)
     return app
+
+
+def _with_healthcheck(wsgi_app):
+    """``wsgi_app`` with oslo.middleware's healthcheck at ``HEALTHCHECK_PATH``.
+
+    NOTE: answered before the routes and the token check, as a load balancer asks:
+    "OK", or 503 while a ``[healthcheck]`` backend (``disable_by_file``) says so, and no
+    detail unless ``[healthcheck] detailed``. The healthcheck answers every request it
+    is given (it is meant to be mounted at its path), so only its path goes to it.
+    """
+    # NOTE: a backend registers its options only when loaded; register them all first,
+    # so that [healthcheck] of a configuration file (or a test's override) is read.
+    for group, opts in middleware_opts.list_opts_healthcheck():
+        pcisim_conf.CONF.register_opts(opts, group)
+    check = healthcheck.Healthcheck(None, pcisim_conf.CONF)
+
+    def dispatch(environ, start_response):
+        if environ.get("PATH_INFO") == HEALTHCHECK_PATH:
+            return check(environ, start_response)
+        return wsgi_app(environ, start_response)
+
+    return dispatch
 
 
 def _authenticator(auth_token):

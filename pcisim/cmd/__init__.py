@@ -6,7 +6,10 @@ backend, which each service command selects first thing in its ``main()``. The h
 below import them when called.
 """
 
+import faulthandler
+import logging as std_logging
 import re
+import signal
 import sys
 
 from oslo_config import cfg
@@ -159,6 +162,7 @@ def prepare_service(binary, argv=None):
 
     pcisim_conf.CONF.register_cli_opts(pcisim_conf.trace_cli_opts)
     prepare(binary, argv)
+    dump_stacks_on_sigusr2()
     if pcisim_conf.CONF.trace:
         path = pcisim_conf.CONF.trace_file
         try:
@@ -168,6 +172,25 @@ def prepare_service(binary, argv=None):
         logging.getLogger(__name__).info("Recording every message to %s", trace.path())
 
 
+def dump_stacks_on_sigusr2():
+    """Make SIGUSR2 write the stack of every thread where the log goes, and run on.
+
+    faulthandler writes from the signal handler itself, so a process whose threads are
+    all blocked (a deadlock, a wait that never ends) still shows where each one is.
+    """
+    faulthandler.register(signal.SIGUSR2, file=_log_stream(), all_threads=True)
+
+
+def _log_stream():
+    """The stream of the root logger's first handler that has one (the log file, or
+    the standard output or error oslo.log writes to); standard error otherwise."""
+    for handler in std_logging.getLogger().handlers:
+        stream = getattr(handler, "stream", None)
+        if stream is not None and hasattr(stream, "fileno"):
+            return stream
+    return sys.stderr
+
+
 def manage_main():
     """``pcisim-manage``: the backend is selected before the command's module is
     imported, since that module loads oslo.messaging (through the configuration)."""
@@ -175,3 +198,11 @@ def manage_main():
     from pcisim.cmd import manage
 
     return manage.console_main()
+
+
+def status_main():
+    """``pcisim-status``, its backend selected first for the same reason."""
+    select_backend("pcisim-status")
+    from pcisim.cmd import status
+
+    sys.exit(status.main())

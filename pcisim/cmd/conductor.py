@@ -55,6 +55,7 @@ def main(argv=None):
     from pcisim import conf as pcisim_conf
     from pcisim import rpc
     from pcisim import service as pcisim_service
+    from pcisim.conductor import service as conductor_service
 
     cmd.prepare_service(BINARY, argv)
     cmd.check_transport_url(BINARY)
@@ -63,6 +64,8 @@ def main(argv=None):
         check_database_exists(url)
         cmd.configure_database()
         check_schema()
+        service = build_service()
+        conductor_service.register()
     except exception.InvalidConfigValue as error:
         sys.exit(f"{BINARY}: {error}")
     except cmd.DATABASE_ERRORS as error:
@@ -70,4 +73,4 @@ def main(argv=None):
             f"{BINARY}: cannot reach the database {rpc.safe_url(url)}: "
             f"{cmd.database_error(error, url)}"
         )
-    pcisim_service.serve([build_service()])
+    pcisim_service.serve([service])

@@ -5,6 +5,7 @@
     pcisim-manage db archive_deleted_rows [--max_rows N] [--before DATE] [--until-complete]
                                           [--sleep SECONDS] [--verbose] [--purge]
     pcisim-manage db purge (--all | --before DATE) [--verbose]
+    pcisim-manage pci audit [--host HOST] [--heal]
 
 Exit codes follow nova-manage. archive_deleted_rows: 0 nothing archived, 1 rows
 archived, 2 invalid --max_rows (not an integer from 1 to 2147483647) or other invalid
@@ -13,7 +14,8 @@ arguments, 3 database unreachable, 4 invalid --before. purge: 0 rows deleted, 1 
 configuration file or argument, 255 for an unexpected error (and for an unreachable
 database outside archiving, or one whose schema is not at this code's revision, which
 archive and purge refuse, telling to run ``db sync``; a missing SQLite file is never
-created by any command but ``db sync``).
+created by any command but ``db sync``). pci audit: 0 nothing found, 1 findings (healed
+or not, as the output says), 3 database unreachable (see ``pcisim.cmd.pci_audit``).
 """
 
 import argparse
@@ -30,6 +32,7 @@ from oslo_log import log as logging
 from pcisim import cmd, exception, rpc, table
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
+from pcisim.cmd import pci_audit
 from pcisim.db import archive, migration, sqlite
 
 CONF = pcisim_conf.CONF
@@ -266,8 +269,28 @@ def _add_db_parsers(subparsers):
     purge_parser.add_argument("--verbose", action="store_true", help="print what was deleted")
 
 
+def _add_pci_parsers(subparsers):
+    pci_parser = subparsers.add_parser("pci", help="PCI device records")
+    actions = pci_parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    audit_parser = actions.add_parser(
+        "audit", help="find PCI device records the tracker forbids; --heal mends some"
+    )
+    # NOTE: dest not "host": that would shadow [DEFAULT] host in the parsed options.
+    audit_parser.add_argument(
+        "--host", dest="audit_host", metavar="HOST", help="only the nodes of HOST"
+    )
+    audit_parser.add_argument(
+        "--heal", action="store_true", help="free devices held by instances that are gone"
+    )
+
+
+def _add_parsers(subparsers):
+    _add_db_parsers(subparsers)
+    _add_pci_parsers(subparsers)
+
+
 CATEGORY_OPT = cfg.SubCommandOpt(
-    "category", title="Categories", handler=_add_db_parsers, help="command category"
+    "category", title="Categories", handler=_add_parsers, help="command category"
 )
 
 _ACTION_ARGS = {
@@ -277,6 +300,9 @@ _ACTION_ARGS = {
 
 
 def _run(action, url):
+    if CONF.category.name == "pci":
+        DbCommands(url).require_head()
+        return pci_audit.audit(CONF.category.audit_host, CONF.category.heal)
     commands = DbCommands(url)
     kwargs = {name: getattr(CONF.category, name) for name in _ACTION_ARGS.get(action, ())}
     return getattr(commands, action)(**kwargs)
@@ -302,10 +328,14 @@ def main(argv=None):
     except cmd.UNREACHABLE_DATABASE as error:
         reason = cmd.database_error(error, url)
         print(f"Cannot reach the database {rpc.safe_url(url)}: {reason}", file=sys.stderr)
-        return EXIT_ARCHIVE_UNREACHABLE if action == "archive_deleted_rows" else EXIT_UNEXPECTED
+        says_unreachable = action in ("archive_deleted_rows", "audit")
+        return EXIT_ARCHIVE_UNREACHABLE if says_unreachable else EXIT_UNEXPECTED
     except Exception as error:
-        LOG.exception("pcisim-manage db %s failed", action)
-        print(f"pcisim-manage db {action} failed: {rpc.masked(error, url)}", file=sys.stderr)
+        LOG.exception("pcisim-manage %s %s failed", CONF.category.name, action)
+        print(
+            f"pcisim-manage {CONF.category.name} {action} failed: {rpc.masked(error, url)}",
+            file=sys.stderr,
+        )
         return EXIT_UNEXPECTED
 
 

@@ -15,7 +15,7 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from pcisim import cmd, dbaccess, exception, polling, trace
+from pcisim import cmd, dbaccess, exception, trace
 from pcisim.compute import driver as compute_driver
 from pcisim.pci import devspec
 
@@ -91,6 +91,7 @@ def build(transport_url=None):
     cmd.configure_database()
     migration.db_sync()
     conductor = conductor_service.ConductorService(transport_url)
+    conductor_service.register()
     dbaccess.forbid("pcisim up (outside the conductor)")
     transport = rpc.get_transport(url=transport_url)
     objects_base.set_indirection_api(conductor_rpcapi.ConductorAPI(transport))
@@ -103,17 +104,6 @@ def build(transport_url=None):
     )
     api = wsgi.WSGIService(app, CONF.api.listen, CONF.api.port if CONF.port is None else CONF.port)
     return [conductor, *computes, api], api.url
-
-
-def wait_until_serving(services, timeout=60.0):
-    """Block until every RPC service takes messages, so that the first boot finds
-    its computes registered."""
-    polling.wait_until(
-        lambda: all(getattr(svc, "rpcserver", True) is not None for svc in services),
-        timeout,
-        "the services to take messages",
-        interval=0.05,
-    )
 
 
 def banner(url):
@@ -160,8 +150,5 @@ def main(argv):
             f"{cmd.database_error(error, database)}"
         )
 
-    def started():
-        wait_until_serving(services)
-        banner(url)
-
-    pcisim_service.serve(services, started=started)
+    # NOTE: called once every service is ready, so the first boot finds its computes.
+    pcisim_service.serve(services, started=lambda: banner(url))

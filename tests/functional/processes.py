@@ -1,7 +1,8 @@
 """Run pcisim processes, and scripts of the test suite, as separate OS processes.
 
 ``ConductorProcess`` starts the installed ``pcisim-conductor`` console script with a
-configuration file, collects everything it logs, and stops it with SIGTERM as an
+configuration file, waits until it reports ready (``READY=1`` on ``$NOTIFY_SOCKET``, as
+systemd asks), collects everything it logs, and stops it with SIGTERM as an
 operator's service manager does (or with SIGKILL, as a crash does, and starts it
 again). ``PausingComputeProcess`` is a compute that a test can hold at an injection
 point (``Gate``). ``run_module`` runs a module of this test suite
@@ -17,16 +18,17 @@ import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30
 STOP_TIMEOUT = 10
 RUN_TIMEOUT = 60
-LISTENING = "pcisim-conductor listening on topic"
 STOPPED = "pcisim-conductor stopped serving topic"
 
 
@@ -155,7 +157,6 @@ class ServiceProcess:
     """
 
     script = None
-    listening = None
 
     def __init__(self, config_file, topic=None):
         self.config_file = pathlib.Path(config_file)
@@ -164,6 +165,7 @@ class ServiceProcess:
         self.lines = []  # of every run, when it was started again
         self.run_began = 0  # the index in ``lines`` of this run's first line
         self._reader = None
+        self._notify = None  # the socket this run reports readiness to
 
     @property
     def output(self):
@@ -181,24 +183,63 @@ class ServiceProcess:
         return environment()
 
     def start(self, timeout=START_TIMEOUT):
-        """Start the service and wait until it logs that it is listening."""
+        """Start the service and wait until it says it is ready."""
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self):
+        """Start the service; ``wait_ready`` waits for it to be ready.
+
+        It is told to report readiness as systemd asks a service to (``READY=1`` on the
+        datagram socket ``$NOTIFY_SOCKET``), to a socket of this run's own.
+        """
         self.run_began = len(self.lines)
+        self._close_notify_socket()
+        self._notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        name = f"@pcisim-test-{uuid.uuid4().hex}"
+        self._notify.bind("\0" + name[1:])  # NOTE: '@' names an abstract socket
         self.process = subprocess.Popen(
             self.command(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=self.environment(),
+            env={**self.environment(), "NOTIFY_SOCKET": name},
             cwd=self.config_file.parent,
         )
         self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
         self._reader.start()
-        self.wait_for(self.listening, timeout)
         return self
+
+    def wait_ready(self, timeout=START_TIMEOUT):
+        """Wait until this run reports ``READY=1``; fail if it exits first."""
+        deadline = time.monotonic() + timeout
+        self._notify.settimeout(0.1)
+        while True:
+            try:
+                if b"READY=1" in self._notify.recv(4096).split(b"\n"):
+                    return self
+            except TimeoutError:
+                pass
+            if self.process.poll() is not None:
+                self._reader.join(timeout=5)
+                raise AssertionError(
+                    f"{self.script} exited with {self.process.returncode} before it was "
+                    f"ready:\n{self.run_output}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{self.script} not ready within {timeout} s:\n{self.run_output}"
+                )
 
     def _read(self, process):
         for line in process.stdout:
             self.lines.append(line)
+
+    def _close_notify_socket(self):
+        if self._notify is not None:
+            self._notify.close()
+            self._notify = None
 
     def mark(self):
         """A place in the output, for ``wait_for(..., since=mark)``."""
@@ -245,8 +286,10 @@ class ServiceProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=STOP_TIMEOUT)
-        self._reader.join(timeout=5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
         self.process.stdout.close()
+        self._close_notify_socket()
 
     def restart(self, timeout=START_TIMEOUT):
         """Kill the service if it runs, and start it again with the same configuration."""
@@ -266,7 +309,6 @@ class ServiceProcess:
 
 class ConductorProcess(ServiceProcess):
     script = "pcisim-conductor"
-    listening = LISTENING
 
 
 class OldConductorProcess(ConductorProcess):
@@ -285,15 +327,15 @@ class OldConductorProcess(ConductorProcess):
 
 class ComputeProcess(ServiceProcess):
     script = "pcisim-compute"
-    listening = "pcisim-compute listening on topic"
 
 
 class ApiProcess(ServiceProcess):
     script = "pcisim-api"
-    listening = "pcisim API listening on"
 
     @property
     def url(self):
+        # NOTE: ready, it has logged its address, which the reader may not have read yet.
+        self.wait_for("pcisim API listening on", START_TIMEOUT)
         return re.search(r"pcisim API listening on (http://\S+)", self.run_output).group(1)
 
 

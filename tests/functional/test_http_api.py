@@ -4,10 +4,12 @@ import uuid
 
 import pytest
 
+from pcisim import conf as pcisim_conf
 from pcisim import testing, trace
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
+from tests import config_overrides
 
 SPECS = DeviceSpecList.from_config(['{"vendor_id": "10de"}', '{"vendor_id": "8086"}'])
 ALIASES = parse_aliases(
@@ -187,3 +189,20 @@ def test_serving_a_request_leaves_the_serving_thread_acting_as_before(client):
     with trace.acting_as("a-test"):
         client.get("/servers/not-a-uuid")
         assert trace.actor() == "a-test"
+
+
+def test_the_healthcheck_answers_ok(client):
+    assert client.get("/healthcheck").status_code == 200
+
+
+def test_the_healthcheck_answers_503_while_the_operator_disables_it(plane, tmp_path):
+    disable = tmp_path / "healthcheck_disable"
+    values = {
+        ("backends", "healthcheck"): ["disable_by_file"],
+        ("disable_by_file_path", "healthcheck"): str(disable),
+    }
+    with config_overrides.overridden(pcisim_conf.CONF, values):
+        client = plane.wsgi_app().test_client()
+        assert client.get("/healthcheck").status_code == 200
+        disable.touch()
+        assert client.get("/healthcheck").status_code == 503

@@ -101,6 +101,11 @@ def test_pci_servers_boot_and_delete_across_processes(cloud):
     assert {d["status"] for d in flows.devices()} == {"available"}
 
 
+def test_the_api_answers_its_healthcheck(cloud):
+    with urllib.request.urlopen(f"{cloud['api'].url}/healthcheck", timeout=30) as response:
+        assert response.status == 200
+
+
 def test_every_service_stops_cleanly_on_sigterm(cloud):
     for name in ("api", "compute-1", "compute-2", "conductor"):
         assert cloud[name].terminate(timeout=20) == 0, cloud[name].output

@@ -79,5 +79,12 @@ def test_the_pytest_plugin_and_console_scripts_point_into_pcisim(wheel, wheel_na
     (entry_points,) = [name for name in wheel_names if name.endswith("entry_points.txt")]
     text = wheel.read(entry_points).decode()
     assert "[pytest11]\npcisim = pcisim.pytest_plugin" in text
-    for script in ("pcisim", "pcisim-api", "pcisim-compute", "pcisim-conductor", "pcisim-manage"):
+    for script in (
+        "pcisim",
+        "pcisim-api",
+        "pcisim-compute",
+        "pcisim-conductor",
+        "pcisim-manage",
+        "pcisim-status",
+    ):
         assert f"\n{script} = pcisim.cmd" in text

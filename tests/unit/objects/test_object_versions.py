@@ -12,6 +12,7 @@ from pcisim.objects.instance import Instance
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from pcisim.objects.pci_device_pool import PciDevicePool, PciDevicePoolList
+from pcisim.objects.service import SERVICE_VERSION, Service, ServiceList
 
 objects.register_all()
 
@@ -30,8 +31,8 @@ EXPECTED_FINGERPRINTS = {
     "PciDeviceList": "1.4-bda57595f88a13624127a205bfc41bf3",
     "PciDevicePool": "1.1-4fa186d420b23db52de78367db5f81c3",
     "PciDevicePoolList": "1.2-9371f5dcaa94e8dfef3fc83549aca710",
-    "Service": "1.0-0aac58ac5d9d5bf7f5347d65f007b84f",
-    "ServiceList": "1.0-fbe86160e8f7fabad7c6bb2c27913a4e",
+    "Service": "1.1-9a81e9f240c7539288cfa5ea9c358780",
+    "ServiceList": "1.1-fbe86160e8f7fabad7c6bb2c27913a4e",
 }
 
 EXPECTED_DEPENDENCIES = {
@@ -189,3 +190,16 @@ def test_a_pool_list_stored_before_numa_sockets_reads_with_an_unknown_layout():
 
 def test_pci_device_pool_1_0_has_no_group():
     assert "group" not in _inventory_pool().obj_to_primitive("1.0")["pcisim_object.data"]
+
+
+def test_service_1_0_has_no_version():
+    service = Service(host="h", binary="pcisim-compute", version=SERVICE_VERSION)
+    primitive = service.obj_to_primitive(target_version="1.0")
+    assert "version" not in primitive["pcisim_object.data"]
+
+
+def test_service_list_1_0_carries_services_1_0():
+    services = ServiceList(objects=[Service(host="h", binary="pcisim-compute", version=1)])
+    (child,) = services.obj_to_primitive(target_version="1.0")["pcisim_object.data"]["objects"]
+    assert child["pcisim_object.version"] == "1.0"
+    assert "version" not in child["pcisim_object.data"]

@@ -1,0 +1,227 @@
+"""pcisim-manage pci audit as an operator runs it, on records real flows left behind.
+
+The control plane runs in this process on the ``db`` fixture's database; the command
+runs in a subprocess against the same database.
+"""
+
+import uuid
+
+import sqlalchemy as sa
+
+from pcisim import dbaccess, faults
+from pcisim.cmd import pci_audit
+from pcisim.db import allocations, engine, models
+from pcisim.objects.instance import Instance
+from tests.functional import cli, flows
+
+HOST, NODE = "audit-host", "audit-node"
+INVENTORY = f"{NODE}=pfs=1,vfs_per_pf=2,gpus=1"
+UNREACHABLE_URL = "mysql+pymysql://root@127.0.0.1:1/nothing"
+
+
+def _audit(config, *args):
+    return cli.run(config, "pci", "audit", *args)
+
+
+def _config(db, tmp_path):
+    return cli.write_config(tmp_path, db.url)
+
+
+def _deleted_while_its_compute_was_down_then_archived(plane):
+    """An instance holding a VF and the GPU, deleted by the API while its compute was
+    down (its devices stay allocated until the compute returns) and archived meanwhile:
+    the local-delete path of Nova bug 1899541."""
+    instance_uuid, state = flows.boot(plane, "vf:1,gpu:1")
+    assert state == "active"
+    plane.stop_compute(HOST, forced_down=True)
+    plane.api.delete(plane.context, Instance.get_by_uuid(plane.context, instance_uuid))
+    plane.archive()
+    return instance_uuid
+
+
+def _statuses(**where):
+    return {row["address"]: row["status"] for row in flows.devices(**where)}
+
+
+def test_devices_of_an_instance_archived_while_its_compute_was_down_are_found(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    kept, _ = flows.boot(plane, "vf:1")
+    gone = _deleted_while_its_compute_was_down_then_archived(plane)
+    held = _statuses(instance_uuid=gone)
+
+    result = _audit(_config(db, tmp_path))
+
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    # NOTE: its allocation stays with its devices, until they are freed.
+    assert lines[0].endswith(f"({HOST}/{NODE}): 3 findings")
+    assert sorted(lines[1:3]) == [
+        f"  {address} allocated by {gone}, which has no live instance row: left"
+        for address in sorted(held)
+    ]
+    assert lines[3].startswith(f"  allocation of {gone}, which no live instance")
+    assert kept not in result.stdout
+    assert _statuses(instance_uuid=gone) == held  # reported, not changed
+
+
+def test_heal_frees_them_as_the_tracker_does_and_a_second_audit_finds_nothing(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    kept, _ = flows.boot(plane, "vf:1")
+    kept_devices = _statuses(instance_uuid=kept)
+    gone = _deleted_while_its_compute_was_down_then_archived(plane)
+    held = _statuses(instance_uuid=gone)
+    config = _config(db, tmp_path)
+
+    healed = _audit(config, "--heal")
+
+    assert healed.returncode == 1, healed.stderr
+    assert healed.stdout.count(": freed") == 2
+    assert f"  allocation of {gone}, which no live instance on this node holds: released\n" in (
+        healed.stdout
+    )
+    assert healed.stdout.splitlines()[-1] == "3 findings on 1 node; 3 healed, 0 left."
+    assert _statuses(instance_uuid=gone) == {}
+    assert {_statuses()[address] for address in held} == {"available"}
+    # The live instance keeps its VF, so the PF stays unavailable, as the tracker has it.
+    assert _statuses(instance_uuid=kept) == kept_devices
+    assert set(_statuses(dev_type="type-PF").values()) == {"unavailable"}
+    again = _audit(config)
+    assert (again.returncode, again.stdout) == (0, "0 findings on 0 nodes; 0 healed, 0 left.\n")
+
+
+def test_heal_never_frees_a_device_a_new_instance_took_meanwhile(db, start, capsys):
+    plane = start({HOST: INVENTORY})
+    gone = _deleted_while_its_compute_was_down_then_archived(plane)
+    held = _statuses(instance_uuid=gone)
+    vf = next(address for address in held if address != _gpu_address())
+    newcomer = str(uuid.uuid4())
+    devices = models.PciDevice.__table__
+
+    def the_compute_frees_the_vf_and_claims_it_for_a_new_instance(**details):
+        taken = {"status": "claimed", "instance_uuid": newcomer}
+        with engine.get_engine().begin() as connection:
+            connection.execute(sa.update(devices).where(devices.c.address == vf).values(taken))
+
+    action = the_compute_frees_the_vf_and_claims_it_for_a_new_instance
+    with dbaccess.granted(), faults.inject(faults.BEFORE_AUDIT_HEAL_SAVE, action):
+        assert pci_audit.audit(heal=True) == 1
+
+    assert capsys.readouterr().out.count("which has no live instance row: left") == 2
+    # The heal's compare-and-swap saved nothing: the GPU is still held, the VF is the
+    # newcomer's; a next run frees the GPU.
+    assert _statuses(instance_uuid=gone) == {_gpu_address(): "allocated"}
+    assert _statuses(instance_uuid=newcomer) == {vf: "claimed"}
+
+
+def _gpu_address():
+    (gpu,) = flows.devices(dev_type="type-PCI")
+    return gpu["address"]
+
+
+def test_a_row_blanked_by_sql_is_found_and_left_by_heal(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    (gpu,) = flows.devices(dev_type="type-PCI")
+    devices = models.PciDevice.__table__
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(
+            sa.update(devices).where(devices.c.id == gpu["id"]).values(vendor_id="", product_id="")
+        )
+    plane.stop_compute(HOST)  # NOTE: its periodic run would not mend it, but keep it still
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert f"  {gpu['address']} missing vendor_id, product_id: left" in result.stdout
+    assert flows.devices(id=gpu["id"])[0]["vendor_id"] == ""
+
+
+def _set_status(address, status):
+    devices = models.PciDevice.__table__
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(
+            sa.update(devices).where(devices.c.address == address).values(status=status)
+        )
+
+
+def _pf_and_vfs():
+    (pf,) = flows.devices(dev_type="type-PF")
+    return pf["address"], sorted(vf["address"] for vf in flows.devices(dev_type="type-VF"))
+
+
+def test_a_vf_unavailable_under_an_available_pf_is_found_as_nova_bug_1969496(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    pf, (vf, _) = _pf_and_vfs()
+    _set_status(vf, "unavailable")
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        f"  {vf} unavailable under the available PF {pf} (Nova bug 1969496): left",
+        "1 finding on 1 node; 0 healed, 1 left.",
+    ]
+
+
+def test_a_pf_whose_status_its_vfs_contradict_is_found(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    pf, vfs = _pf_and_vfs()
+    _set_status(pf, "unavailable")
+
+    result = _audit(_config(db, tmp_path))
+
+    assert result.returncode == 1, result.stderr
+    assert f"  {pf} PF unavailable, which its VFs make available: left" in result.stdout
+
+
+def test_a_vf_left_available_under_an_allocated_pf_is_found(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    pf_holder, state = flows.boot(plane, "pf:1")
+    assert state == "active"
+    pf, (vf, _) = _pf_and_vfs()
+    plane.stop_compute(HOST)
+    _set_status(vf, "available")
+
+    result = _audit(_config(db, tmp_path))
+
+    assert result.returncode == 1, result.stderr
+    expected = f"  {vf} available under the allocated PF {pf}, which makes its VFs unavailable"
+    assert expected + ": left" in result.stdout
+
+
+def test_an_allocation_no_instance_holds_is_found_and_left_for_its_compute(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    kept, _ = flows.boot(plane, "gpu:1")
+    plane.stop_compute(HOST)
+    # NOTE: the scheduler's own claim, for a build whose instance was never stored.
+    never_stored = str(uuid.uuid4())
+    with dbaccess.granted():
+        (node,), _ = allocations.host_states(plane.context)
+        allocations.claim(plane.context, node.id, node.generation, never_stored, {"VCPU": 1})
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        f"  allocation of {never_stored}, which no live instance on this node holds: left "
+        "(its compute removes it at its next periodic run)",
+        "1 finding on 1 node; 0 healed, 1 left.",
+    ]
+    assert kept not in result.stdout
+
+
+def test_another_hosts_audit_finds_nothing(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    _deleted_while_its_compute_was_down_then_archived(plane)
+
+    result = _audit(_config(db, tmp_path), "--host", "elsewhere")
+
+    assert (result.returncode, result.stdout) == (0, "0 findings on 0 nodes; 0 healed, 0 left.\n")
+
+
+def test_an_unreachable_database_exits_3(tmp_path):
+    result = _audit(cli.write_config(tmp_path, UNREACHABLE_URL, max_retries=0))
+
+    assert result.returncode == 3
+    assert "Cannot reach the database" in result.stderr
