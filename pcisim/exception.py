@@ -247,3 +247,17 @@ class UndeclaredResponse(PcisimException):
         "API handler %(handler)s declares no response: decorate it with "
         "validation.response_body_schema."
     )
+
+
+class InvalidAPIVersionString(Invalid):
+    msg_fmt = (
+        "API Version String %(version)s is of invalid format. Must be of format MajorNum.MinorNum."
+    )
+
+
+class InvalidGlobalAPIVersion(PcisimException):
+    msg_fmt = (
+        "Version %(req_ver)s is not supported by the API. Minimum is %(min_ver)s and "
+        "maximum is %(max_ver)s."
+    )
+    code = 406

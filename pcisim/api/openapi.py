@@ -12,15 +12,23 @@ CONVERTERS = {"int": schemas.ID, "uuid": schemas.UUID}
 PATH_VALUE = re.compile(r"<(\w+):(\w+)>")
 
 
-def document(routes, auth_header=None):
-    """The document of ``routes``; with ``auth_header``, every operation requires that
-    header (an API key security scheme) and may answer 401."""
+def document(routes, auth_header=None, error_schema=None, is_open=None):
+    """The document of ``routes``; with ``auth_header``, every operation but those at
+    paths that ``is_open`` requires that header (an API key security scheme) and may
+    answer 401. ``error_schema(path)`` is the schema of the error bodies answered at a
+    path (default: pcisim's)."""
+    error_schema = error_schema or (lambda path: schemas.ERROR)
+    is_open = is_open or (lambda path: False)
     paths = {}
     for path, method, handler in routes:
         openapi_path = PATH_VALUE.sub(r"{\2}", path)
-        operation = _operation(path, handler)
-        if auth_header:
-            operation["responses"]["401"] = _error_response(f"missing or wrong {auth_header}")
+        operation = _operation(path, handler, error_schema(path))
+        if auth_header and is_open(path):
+            operation["security"] = []
+        elif auth_header:
+            operation["responses"]["401"] = _error_response(
+                f"missing or wrong {auth_header}", schemas.ERROR
+            )
         paths.setdefault(openapi_path, {})[method.lower()] = operation
     document = {
         "openapi": "3.1.0",
@@ -39,7 +47,7 @@ def document(routes, auth_header=None):
     return document
 
 
-def _operation(path, handler):
+def _operation(path, handler, error_schema):
     declaration = validation.declared(handler)
     operation = {
         "operationId": handler.__name__,
@@ -47,7 +55,7 @@ def _operation(path, handler):
         "responses": {
             **_success_response(declaration.response),
             **{
-                status: _error_response(description)
+                status: _error_response(description, error_schema)
                 for status, description in _errors(path, declaration).items()
             },
         },
@@ -99,8 +107,8 @@ def _query_parameters(query_schema):
     ]
 
 
-def _error_response(description):
-    return {"description": description, **_json(schemas.ERROR)}
+def _error_response(description, error_schema):
+    return {"description": description, **_json(error_schema)}
 
 
 def _json(schema):
