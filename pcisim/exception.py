@@ -261,3 +261,23 @@ class InvalidGlobalAPIVersion(PcisimException):
         "maximum is %(max_ver)s."
     )
     code = 406
+
+
+class FlavorNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s could not be found."
+
+
+class FlavorExists(Conflict):
+    msg_fmt = "Flavor with name %(name)s already exists."
+
+
+class FlavorIdExists(Conflict):
+    msg_fmt = "Flavor with ID %(flavor_id)s already exists."
+
+
+class FlavorExtraSpecsNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s has no extra specs with key %(extra_specs_key)s."
+
+
+class InvalidFlavorExtraSpec(Invalid):
+    msg_fmt = "Invalid flavor extra spec %(key)s=%(value)r: %(reason)s"

@@ -8,7 +8,11 @@ from pcisim.api import schemas, validation
 
 # NOTE: the values a route's converter lets through that can name something: the int
 # converter takes no sign, and no id is above MAX_ID.
-CONVERTERS = {"int": schemas.ID, "uuid": schemas.UUID}
+CONVERTERS = {
+    "int": schemas.ID,
+    "uuid": schemas.UUID,
+    "string": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
+}
 PATH_VALUE = re.compile(r"<(\w+):(\w+)>")
 
 
@@ -89,7 +93,7 @@ def _errors(path, declaration):
     if declaration.request_body_schema is not None:
         errors["413"] = "body over 1 MiB"
         errors["415"] = "body not application/json"
-    return errors
+    return {**errors, **declaration.errors}
 
 
 def _path_parameters(path):

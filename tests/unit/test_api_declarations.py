@@ -104,7 +104,9 @@ SERVED = app.ROUTES + app.NOVA_ROUTES
 def test_every_route_served_declares_its_response_and_every_schema_is_valid(path, method, handler):
     declaration = validation.declared(handler)
 
-    assert (declaration.response.body_schema is None) == (declaration.response.status == 204)
+    # NOTE: Nova answers some deletes 202 without a body; pcisim's own routes, 204.
+    no_body = (204, 202) if path.startswith("/v2.1") else (204,)
+    assert (declaration.response.body_schema is None) == (declaration.response.status in no_body)
     for schema in (
         declaration.request_body_schema,
         declaration.query_schema,
