@@ -98,6 +98,12 @@ api_opts = [
         help="Token every HTTP API request must carry in its X-Auth-Token header; unset, "
         "the API takes requests without one and listens only on a loopback address.",
     ),
+    cfg.ListOpt(
+        "images",
+        default=["cirros-0.6.3", "ubuntu-24.04"],
+        help="Names of the images the Nova face's minimal image service lists (servers "
+        "are booted from one by id); each id is derived from its name.",
+    ),
 ]
 
 scheduler_opts = [

@@ -281,3 +281,7 @@ class FlavorExtraSpecsNotFound(NotFound):
 
 class InvalidFlavorExtraSpec(Invalid):
     msg_fmt = "Invalid flavor extra spec %(key)s=%(value)r: %(reason)s"
+
+
+class ImageNotFound(NotFound):
+    msg_fmt = "Image %(image_id)s could not be found."

@@ -23,10 +23,15 @@ def document(routes, auth_header=None, error_schema=None, is_open=None):
     path (default: pcisim's)."""
     error_schema = error_schema or (lambda path: schemas.ERROR)
     is_open = is_open or (lambda path: False)
-    paths = {}
+    paths, named = {}, {}
     for path, method, handler in routes:
         openapi_path = PATH_VALUE.sub(r"{\2}", path)
         operation = _operation(path, handler, error_schema(path))
+        # NOTE: a handler served at several paths (Nova's image routes) gets an
+        # operationId per path, as the document requires.
+        named[handler] = named.get(handler, 0) + 1
+        if named[handler] > 1:
+            operation["operationId"] += f"_{named[handler]}"
         if auth_header and is_open(path):
             operation["security"] = []
         elif auth_header:

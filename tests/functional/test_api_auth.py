@@ -136,6 +136,8 @@ def test_the_openapi_document_declares_the_header_as_its_security_scheme(client)
     assert {op["operationId"] for op in operations if op not in guarded} == {
         "list_versions",
         "show_version",
+        "show_version_2",
+        "list_image_versions",
     }
 
 

@@ -15,6 +15,7 @@ from schemathesis import GenerationMode
 
 from pcisim import testing
 from pcisim.api import app
+from pcisim.api.nova import images
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.db import engine
 from pcisim.pci.devspec import DeviceSpecList
@@ -113,6 +114,10 @@ def _existing(plane):
         "node_id": [node["id"] for node in client.get("/hypervisors").json["hypervisors"]],
         "device_id": [device["id"] for device in devices],
         "flavor_id": [GPU_FLAVOR["flavorid"]],
+        "hypervisor_id": [
+            str(node["id"]) for node in client.get("/v2.1/os-hypervisors").json["hypervisors"]
+        ],
+        "image_ref": [images.image_id(name) for name in images.CONF.api.images],
         "key": list(GPU_SPECS),
     }
 

@@ -139,3 +139,177 @@ FLAVOR_LIST = schemas.exact_object(
     {"flavors": schemas.list_of(schemas.exact_object(_FLAVOR_SUMMARY, optional=("description",)))}
 )
 FLAVOR_DETAIL_LIST = schemas.exact_object({"flavors": schemas.list_of(FLAVOR)})
+
+# -------------------------------------------------------------------------- images
+
+IMAGE_QUERY = {
+    "type": "object",
+    "properties": {"name": STRING, "id": STRING},
+    "additionalProperties": True,
+}
+IMAGE = {
+    "type": "object",
+    "properties": {"id": STRING, "name": STRING, "status": {"const": "active"}},
+    "required": ["id", "name", "status"],
+}
+IMAGE_LIST = {
+    "type": "object",
+    "properties": {"images": schemas.list_of(IMAGE)},
+    "required": ["images"],
+}
+IMAGE_VERSIONS = schemas.exact_object(
+    {
+        "versions": schemas.list_of(
+            schemas.exact_object({"id": STRING, "status": STRING, "links": LINKS})
+        )
+    }
+)
+
+# --------------------------------------------------------------------- hypervisors
+
+MAX_ID = schemas.MAX_ID
+HYPERVISOR_QUERY = {
+    "type": "object",
+    "properties": {"hypervisor_hostname_pattern": STRING},
+    "additionalProperties": True,
+}
+_HYPERVISOR = {
+    "id": {"type": ["string", "integer"]},
+    "hypervisor_hostname": STRING,
+    "state": {"enum": ["up", "down"]},
+    "status": {"enum": ["enabled", "disabled"]},
+}
+HYPERVISOR = {
+    "type": "object",
+    "properties": {
+        **_HYPERVISOR,
+        "service": {"type": "object"},
+        "os-pci:pci_stats": schemas.list_of(schemas.PCI_POOL),
+    },
+    "required": [*_HYPERVISOR, "service", "os-pci:pci_stats"],
+}
+HYPERVISOR_LIST = schemas.exact_object(
+    {"hypervisors": schemas.list_of(schemas.exact_object(_HYPERVISOR))}
+)
+HYPERVISOR_DETAIL_LIST = schemas.exact_object({"hypervisors": schemas.list_of(HYPERVISOR)})
+HYPERVISOR_SHOW = schemas.exact_object({"hypervisor": HYPERVISOR})
+AGGREGATE_LIST = schemas.exact_object({"aggregates": schemas.list_of({"type": "object"})})
+
+# ------------------------------------------------------------------------- servers
+
+MAX_SERVERS_AT_ONCE = 16
+_TEXT = {"type": "string", "maxLength": 65535}
+_COUNT = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "maximum": MAX_SERVERS_AT_ONCE},
+        {"type": "string", "pattern": "^([1-9]|1[0-6])$"},
+    ]
+}
+_NETWORK = schemas.exact_object(
+    {"uuid": STRING, "port": STRING, "fixed_ip": STRING, "tag": STRING},
+    optional=("uuid", "port", "fixed_ip", "tag"),
+)
+_REF = {"type": ["string", "integer"], "minLength": 1, "maxLength": 1024}
+SERVER_CREATE = schemas.exact_object(
+    {
+        "server": schemas.exact_object(
+            {
+                "name": schemas.NAME,
+                "flavorRef": _REF,
+                "imageRef": {"type": ["string", "null"], "maxLength": 1024},
+                "networks": {
+                    "oneOf": [
+                        schemas.list_of(_NETWORK),
+                        {"type": "string", "enum": ["none", "auto"]},
+                    ]
+                },
+                "min_count": _COUNT,
+                "max_count": _COUNT,
+                "block_device_mapping_v2": schemas.list_of({"type": "object"}),
+                "block_device_mapping": schemas.list_of({"type": "object"}),
+                "security_groups": schemas.list_of(schemas.exact_object({"name": schemas.NAME})),
+                "metadata": {
+                    "type": "object",
+                    "maxProperties": 128,
+                    "additionalProperties": {"type": "string", "maxLength": 255},
+                },
+                "availability_zone": STRING,
+                "key_name": {"type": ["string", "null"]},
+                "user_data": _TEXT,
+                "config_drive": {"type": ["boolean", "string"]},
+                "description": {"type": ["string", "null"], "maxLength": 255},
+                "adminPass": STRING,
+                "accessIPv4": STRING,
+                "accessIPv6": STRING,
+                "OS-DCF:diskConfig": {"enum": ["AUTO", "MANUAL"]},
+                "return_reservation_id": {"type": ["boolean", "string"]},
+                "tags": schemas.list_of(STRING),
+                "hostname": STRING,
+            },
+            optional=(
+                "imageRef",
+                "networks",
+                "min_count",
+                "max_count",
+                "block_device_mapping_v2",
+                "block_device_mapping",
+                "security_groups",
+                "metadata",
+                "availability_zone",
+                "key_name",
+                "user_data",
+                "config_drive",
+                "description",
+                "adminPass",
+                "accessIPv4",
+                "accessIPv6",
+                "OS-DCF:diskConfig",
+                "return_reservation_id",
+                "tags",
+                "hostname",
+            ),
+        ),
+        "os:scheduler_hints": {"type": "object"},
+        "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+    },
+    optional=("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"),
+)
+SERVER_QUERY = {
+    "type": "object",
+    "properties": {"name": STRING, "status": STRING, "deleted": STRING},
+    "additionalProperties": True,
+}
+_SERVER_SUMMARY = {"id": schemas.UUID, "name": schemas.nullable("string"), "links": LINKS}
+SERVER = {
+    "type": "object",
+    "properties": {
+        **_SERVER_SUMMARY,
+        "status": STRING,
+        "flavor": {"type": "object"},
+        "addresses": {"type": "object"},
+        "OS-EXT-STS:vm_state": schemas.nullable("string"),
+        "OS-EXT-STS:task_state": schemas.nullable("string"),
+        "OS-EXT-SRV-ATTR:host": schemas.nullable("string"),
+        "os-pci:pci_devices": schemas.list_of(schemas.PCI_DEVICE),
+        "fault": {"type": "object"},
+    },
+    "required": [*_SERVER_SUMMARY, "status", "flavor", "addresses", "os-pci:pci_devices"],
+}
+SERVER_CREATED = schemas.exact_object(
+    {
+        "server": schemas.exact_object(
+            {
+                "id": schemas.UUID,
+                "links": LINKS,
+                "OS-DCF:diskConfig": STRING,
+                "security_groups": schemas.list_of({"type": "object"}),
+                "adminPass": STRING,
+            }
+        )
+    }
+)
+SERVER_LIST = schemas.exact_object(
+    {"servers": schemas.list_of(schemas.exact_object(_SERVER_SUMMARY))}
+)
+SERVER_DETAIL_LIST = schemas.exact_object({"servers": schemas.list_of(SERVER)})
+SERVER_SHOW = schemas.exact_object({"server": SERVER})
