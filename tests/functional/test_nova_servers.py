@@ -62,6 +62,9 @@ def test_a_server_of_a_gpu_flavor_boots_with_its_gpu_and_is_deleted(client, plan
     assert server["image"]["id"] == CIRROS
     (device,) = server["os-pci:pci_devices"]
     assert (device["vendor_id"], device["status"]) == ("10de", "allocated")
+    assert server["metadata"] == {
+        "os-pci:pci_devices": f"{device['address']} 10de:1eb8 type-PCI allocated"
+    }
     (address,) = server["addresses"]["private"]
     assert address["addr"].startswith("192.0.2.")
     _delete(client, plane, server_id)

@@ -2,7 +2,8 @@
 
 Servers are pcisim's instances, created through the compute API from a ``Flavor``
 (``compute.api.API.create_from_flavor``). What clients send that pcisim has no use for
-(networks, volumes, security groups, metadata) is checked for shape and accepted. A
+(networks, volumes, security groups, metadata) is checked for shape and accepted; the
+metadata shown is the PCI devices held (``_metadata``). A
 server's address is a placeholder from a documentation range (192.0.2.0/24):
 openstacksdk deletes a server that reaches ACTIVE without one. Its PCI devices travel
 as ``os-pci:pci_devices``, as Nova's removed os-pci API named them.
@@ -23,6 +24,7 @@ from pcisim.objects.instance_fault import InstanceFaultList
 
 POWER_STATES = {"active": 1}  # every other vm_state: 0, NOSTATE
 SHOWN_PROGRESS = ("ACTIVE", "BUILD")
+PCI_DEVICES_KEY = "os-pci:pci_devices"
 
 
 def links(req, server_id):
@@ -43,7 +45,7 @@ def detail(req, instance, fault=None):
         "status": status,
         "tenant_id": instance.project_id,
         "user_id": instance.user_id,
-        "metadata": {},
+        "metadata": _metadata(instance.pci_devices),
         "hostId": _host_id(instance),
         "image": _image(req, instance),
         "flavor": _flavor(req, instance),
@@ -83,6 +85,19 @@ def detail(req, instance, fault=None):
             "created": _time(fault.created_at),
         }
     return view
+
+
+def _metadata(devices):
+    """NOTE: pcisim keeps no metadata; it shows the server's PCI devices there too,
+    because the ``openstack`` CLI shows a server's metadata (as ``properties``) and
+    drops fields it does not know, such as ``os-pci:pci_devices``."""
+    if not devices:
+        return {}
+    return {
+        PCI_DEVICES_KEY: ", ".join(
+            f"{d.address} {d.vendor_id}:{d.product_id} {d.dev_type} {d.status}" for d in devices
+        )
+    }
 
 
 def _time(value):
