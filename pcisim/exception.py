@@ -285,3 +285,8 @@ class InvalidFlavorExtraSpec(Invalid):
 
 class ImageNotFound(NotFound):
     msg_fmt = "Image %(image_id)s could not be found."
+
+
+class AuthenticationFailed(PcisimException):
+    msg_fmt = "The request you have made requires authentication."
+    code = 401

@@ -20,8 +20,8 @@ from pcisim import context as pcisim_context
 from pcisim import trace
 from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers, validation
 from pcisim.api.nova import face as nova_face
+from pcisim.api.nova import identity as nova_identity
 from pcisim.api.nova import routes as nova_routes
-from pcisim.api.nova import schemas as nova_schemas
 
 LOG = logging.getLogger(__name__)
 ACTOR = "api"
@@ -48,11 +48,16 @@ class Api:
     """What handlers act through."""
 
     compute: object  # compute.api.API
+    identity: object = None  # nova.identity.Issuer; create_app sets it
 
 
-def create_app(api, auth_token=None):
+def create_app(api, auth_token=None, users=()):
     """The WSGI application; with ``auth_token``, every request (the OpenAPI document
-    too) must carry it in ``X-Auth-Token`` or is answered 401 before anything runs."""
+    too, not version documents nor a request for a token) must carry it in
+    ``X-Auth-Token`` or is answered 401 before anything runs. The identity face issues
+    that token to ``users`` (``name:password`` entries)."""
+    if api.identity is None:
+        api = dataclasses.replace(api, identity=nova_identity.Issuer.from_config(auth_token, users))
     app = flask.Flask("pcisim.api")
     app.json.sort_keys = False
     app.config["MAX_CONTENT_LENGTH"] = schemas.MAX_BODY_BYTES
@@ -79,7 +84,7 @@ def create_app(api, auth_token=None):
 
 def error_schema(path):
     """The schema of the error bodies answered at ``path``: each face has its own."""
-    return nova_schemas.FAULT if nova_face.owns(path) else schemas.ERROR
+    return nova_face.error_schema(path) if nova_face.owns(path) else schemas.ERROR
 
 
 def _authenticator(auth_token):

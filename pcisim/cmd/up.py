@@ -100,7 +100,9 @@ def build(transport_url=None):
         for host, driver in hosts.items()
     ]
     app = api_app.create_app(
-        api_app.Api(compute=compute_api.API(transport, aliases)), auth_token=CONF.api.auth_token
+        api_app.Api(compute=compute_api.API(transport, aliases)),
+        auth_token=CONF.api.auth_token,
+        users=CONF.api.users,
     )
     api = wsgi.WSGIService(app, CONF.api.listen, CONF.api.port if CONF.port is None else CONF.port)
     return [conductor, *computes, api], api.url

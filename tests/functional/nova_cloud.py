@@ -15,10 +15,10 @@ GPU_FLAVOR = {"name": "gpu.small", "id": "gpu.small", "ram": 512, "vcpus": 1, "d
 
 
 @contextlib.contextmanager
-def cloud(tmp_path_factory, auth_token=None):
+def cloud(tmp_path_factory, auth_token=None, users=()):
     """Yields ``(plane, url)``, with a flavor ``gpu.small`` that asks for a GPU."""
     with api_server.sqlite_plane(tmp_path_factory) as plane:
-        app = api_server.app(plane, auth_token=auth_token)
+        app = api_server.app(plane, auth_token=auth_token, users=users)
         client = app.test_client()
         headers = {"X-Auth-Token": auth_token} if auth_token else {}
         client.post("/v2.1/flavors", json={"flavor": GPU_FLAVOR}, headers=headers)

@@ -14,7 +14,7 @@ import flask
 import microversion_parse
 
 from pcisim.api import validation
-from pcisim.api.nova import faults, microversion
+from pcisim.api.nova import faults, microversion, schemas
 
 COMPUTE_PREFIX = "/v2.1"
 IMAGE_PREFIX = "/image"
@@ -22,7 +22,17 @@ IDENTITY_PREFIX = "/identity"
 PREFIXES = (COMPUTE_PREFIX, IMAGE_PREFIX, IDENTITY_PREFIX)
 # Routes answered without a token, as Nova and Keystone answer them: version
 # documents, and the request for a token itself.
-OPEN_PATHS = frozenset({"/", COMPUTE_PREFIX, COMPUTE_PREFIX + "/", IMAGE_PREFIX, IDENTITY_PREFIX})
+OPEN_PATHS = frozenset(
+    {
+        "/",
+        COMPUTE_PREFIX,
+        COMPUTE_PREFIX + "/",
+        IMAGE_PREFIX,
+        IDENTITY_PREFIX,
+        IDENTITY_PREFIX + "/v3",
+        IDENTITY_PREFIX + "/v3/auth/tokens",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +49,14 @@ class NovaRequest:
         return microversion.at_least(self.version, text)
 
 
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """What a handler returns when its answer carries headers too."""
+
+    body: dict
+    headers: dict
+
+
 def owns(path):
     """Whether ``path`` is the Nova face's (and so errors there are Nova faults)."""
     return path == "/" or any(path == p or path.startswith(p + "/") for p in PREFIXES)
@@ -49,7 +67,18 @@ def is_open(path):
 
 
 def error_response(error):
+    """Errors as Nova writes them, or as Keystone does on the identity face."""
+    if _under(flask.request.path, IDENTITY_PREFIX):
+        return faults.identity_response(error)
     return faults.response(error)
+
+
+def error_schema(path):
+    return schemas.IDENTITY_ERROR if _under(path, IDENTITY_PREFIX) else schemas.FAULT
+
+
+def _under(path, prefix):
+    return path == prefix or path.startswith(prefix + "/")
 
 
 def endpoint(api, handler):
@@ -64,9 +93,13 @@ def endpoint(api, handler):
         values = {k: str(v) if isinstance(v, uuid.UUID) else v for k, v in values.items()}
         values.update(validation.request_arguments(declaration, request))
         body = handler(api, flask.g.context, req, **values)
+        headers = {}
+        if isinstance(body, Reply):
+            body, headers = body.body, body.headers
         status = declaration.response.status
         answer = ("", status) if body is None else (flask.jsonify(body), status)
         response = flask.make_response(answer)
+        response.headers.update(headers)
         if compute:
             response.headers.update(microversion.response_headers(version))
         return response
@@ -75,4 +108,4 @@ def endpoint(api, handler):
 
 
 def owns_compute(path):
-    return path == COMPUTE_PREFIX or path.startswith(COMPUTE_PREFIX + "/")
+    return _under(path, COMPUTE_PREFIX)

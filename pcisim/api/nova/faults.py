@@ -5,6 +5,8 @@ The statuses come from pcisim's one table (``errors.for_exception``), so an exce
 means the same on both faces; only the body differs.
 """
 
+import http
+
 import flask
 from oslo_log import log as logging
 from werkzeug import exceptions as http_exceptions
@@ -31,6 +33,7 @@ FAULT_NAMES = {
 }
 # Exceptions the Nova face answers with a status of their own.
 STATUSES = (
+    (exception.AuthenticationFailed, 401),
     (exception.InvalidGlobalAPIVersion, 406),
     (exception.NoValidHost, 400),
 )
@@ -38,6 +41,21 @@ STATUSES = (
 
 def body(status, message):
     return {FAULT_NAMES.get(status, "computeFault"): {"code": status, "message": message}}
+
+
+def identity_response(error):
+    """As ``response``, in Keystone's body: ``{"error": {"code", "title", "message"}}``."""
+    answer = response(error)
+    fault, status = answer[0].get_json(), answer[1]
+    ((_, detail),) = fault.items()
+    body = {
+        "error": {
+            "code": status,
+            "title": http.HTTPStatus(status).phrase,
+            "message": detail["message"],
+        }
+    }
+    return (flask.jsonify(body), *answer[1:])
 
 
 def response(error):

@@ -1,6 +1,6 @@
 """The Nova face's one route table: path, method, handler."""
 
-from pcisim.api.nova import flavors, hypervisors, images, servers, versions
+from pcisim.api.nova import flavors, hypervisors, identity, images, servers, versions
 
 V = "/v2.1"
 FLAVOR = V + "/flavors/<string:flavor_id>"
@@ -35,6 +35,9 @@ ROUTES = (
     (HYPERVISOR, "GET", hypervisors.show_hypervisor),
     (V + "/os-aggregates", "GET", hypervisors.list_aggregates),
     ("/image", "GET", images.list_image_versions),
+    ("/identity", "GET", identity.list_identity_versions),
+    ("/identity/v3", "GET", identity.show_identity_version),
+    ("/identity/v3/auth/tokens", "POST", identity.create_token),
     *(
         route
         for base in IMAGE_BASES

@@ -313,3 +313,57 @@ SERVER_LIST = schemas.exact_object(
 )
 SERVER_DETAIL_LIST = schemas.exact_object({"servers": schemas.list_of(SERVER)})
 SERVER_SHOW = schemas.exact_object({"server": SERVER})
+
+# ------------------------------------------------------------------------ identity
+
+_IDENTITY_VERSION = {"type": "object", "required": ["id", "status", "links"]}
+IDENTITY_VERSION = schemas.exact_object({"version": _IDENTITY_VERSION})
+IDENTITY_VERSIONS = schemas.exact_object(
+    {"versions": schemas.exact_object({"values": schemas.list_of(_IDENTITY_VERSION)})}
+)
+_SECRET = {"type": "string", "maxLength": 4096}
+TOKEN_CREATE = schemas.exact_object(
+    {
+        "auth": {
+            "type": "object",
+            "properties": {
+                "identity": {
+                    "type": "object",
+                    "properties": {
+                        "methods": {
+                            "type": "array",
+                            "items": {"enum": ["password", "token"]},
+                            "minItems": 1,
+                        },
+                        "password": {
+                            "type": "object",
+                            "properties": {
+                                "user": {
+                                    "type": "object",
+                                    "properties": {"name": STRING, "password": _SECRET},
+                                }
+                            },
+                        },
+                        "token": {"type": "object", "properties": {"id": _SECRET}},
+                    },
+                    "required": ["methods"],
+                },
+                "scope": {"type": ["object", "string"]},
+            },
+            "required": ["identity"],
+        }
+    }
+)
+TOKEN = schemas.exact_object(
+    {
+        "token": {
+            "type": "object",
+            "properties": {"catalog": schemas.list_of({"type": "object"})},
+            "required": ["methods", "user", "expires_at", "catalog"],
+        }
+    }
+)
+# Keystone's error body, on the identity face.
+IDENTITY_ERROR = schemas.exact_object(
+    {"error": schemas.exact_object({"code": INTEGER, "title": STRING, "message": STRING})}
+)
