@@ -156,6 +156,9 @@ def banner(url):
         f"\n  pcisim{url_option} server create gpu-vm --pci gpu:1 --wait"
         f"\n  pcisim{url_option} server show SERVER_ID      # its host and GPU, allocated"
         f"\n  pcisim{url_option} server delete SERVER_ID --wait\n"
+        f"\nOpenStack tools (Nova's API; clouds.yaml in the README):"
+        f"\n  openstack --os-auth-type none --os-endpoint {url}/v2.1 "
+        f"--os-identity-api-version 3 server list\n"
         f"{_trace_hint()}",
         flush=True,
     )
