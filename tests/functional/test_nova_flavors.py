@@ -81,6 +81,7 @@ def test_extra_specs_are_set_shown_replaced_and_removed_by_key(client, flavor):
         ({"hw:numa_nodes": "0"}, "hw:numa_nodes"),
         ({"hw:numa_nodes": "3"}, "2 vCPUs"),
         ({"bad key!": "1"}, "bad key!"),
+        ({"big": 10**300}, "big"),
     ],
 )
 def test_an_extra_spec_pcisim_cannot_read_is_refused_and_nothing_written(

@@ -162,8 +162,16 @@ def delete_extra_spec(api, context, req, flavor_id, key):
 
 
 def _text(specs):
-    """Values as Nova stores them: numbers and booleans as their text."""
-    return {
+    """Values as Nova stores them: numbers and booleans as their text, which must fit
+    the column as a string value must."""
+    texts = {
         key: str(value).lower() if isinstance(value, bool) else str(value)
         for key, value in specs.items()
     }
+    for key, text in texts.items():
+        if len(text) > schemas.MAX_SPEC_VALUE:
+            raise exception.InvalidInput(
+                reason=f"extra spec {key}: a value of {len(text)} characters is over "
+                f"{schemas.MAX_SPEC_VALUE}"
+            )
+    return texts

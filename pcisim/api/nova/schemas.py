@@ -100,7 +100,8 @@ FLAVOR_QUERY = {
     "additionalProperties": True,
 }
 EXTRA_SPEC_KEY = r"^[a-zA-Z0-9-_:. /]{1,255}$"
-_SPEC_VALUE = {"type": ["string", "number", "boolean"], "maxLength": 255}
+MAX_SPEC_VALUE = 255
+_SPEC_VALUE = {"type": ["string", "number", "boolean"], "maxLength": MAX_SPEC_VALUE}
 _SPECS = {
     "type": "object",
     "patternProperties": {EXTRA_SPEC_KEY: _SPEC_VALUE},
