@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
 from pcisim import testing
-from pcisim.api import app
+from pcisim.api import app, openapi
 from pcisim.api.nova import images
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.db import engine
@@ -79,7 +79,7 @@ def _takes_input(operation):
     checked = [
         parameter
         for parameter in operation.path_parameters
-        if parameter.definition["schema"].get("pattern") != "^[^/]+$"
+        if parameter.definition["schema"] != openapi.CONVERTERS["string"]
     ]
     return bool(checked or operation.query or operation.body)
 
