@@ -172,3 +172,28 @@ def test_a_hypervisor_is_found_by_name_through_the_list_only(client):
 
 def test_there_are_no_aggregates(client):
     assert client.get(f"{V}/os-aggregates").json == {"aggregates": []}
+
+
+def test_min_count_servers_are_created_each_named_by_its_number(client, plane):
+    plain = {"name": "plain", "id": "plain", "ram": 256, "vcpus": 1, "disk": 1}
+    assert client.post(f"{V}/flavors", json={"flavor": plain}).status_code == 200
+    body = {
+        "server": {
+            "name": "many",
+            "flavorRef": f"http://localhost{V}/flavors/plain",
+            "imageRef": "",
+            "networks": [{"uuid": str(uuid.uuid4())}],
+            "min_count": 2,
+            "block_device_mapping_v2": [{"boot_index": 0, "source_type": "volume"}],
+        }
+    }
+    assert client.post(f"{V}/servers", json=body, headers=LATEST).status_code == 202
+    servers = client.get(f"{V}/servers?name=^many-").json["servers"]
+    try:
+        assert sorted(s["name"] for s in servers) == ["many-1", "many-2"]
+        for server in servers:
+            plane.wait_for(server["id"])
+            assert _show(client, server["id"])["image"] == ""
+    finally:
+        for server in servers:
+            _delete(client, plane, server["id"])
