@@ -78,9 +78,17 @@ class API:
             image_ref=image_ref,
             flavor=flavor,
         )
-        return self._create(context, instance, values["pci_requests"], values["numa_policy"])
+        return self._create(
+            context,
+            instance,
+            values["pci_requests"],
+            values["numa_policy"],
+            numa_nodes=values["numa_nodes"],
+        )
 
-    def _create(self, context, instance, pci_requests, numa_policy, numa_cells=None):
+    def _create(
+        self, context, instance, pci_requests, numa_policy, numa_cells=None, numa_nodes=None
+    ):
         instance_uuid = str(uuidlib.uuid4())
         requests = None
         if pci_requests:
@@ -91,9 +99,10 @@ class API:
         instance.vm_state, instance.task_state = states.BUILDING, states.SCHEDULING
         instance.pci_requests = requests
         instance.project_id, instance.user_id = context.project_id, context.user_id
-        return self.compute_task_api.schedule_and_build_instances(
-            context, instance, {"numa_cells": list(numa_cells) if numa_cells else None}
-        )
+        request_spec = {"numa_cells": list(numa_cells) if numa_cells else None}
+        if numa_nodes:
+            request_spec["numa_nodes"] = numa_nodes
+        return self.compute_task_api.schedule_and_build_instances(context, instance, request_spec)
 
     def create_flavor(self, context, extra_specs=None, **values):
         """Create a flavor of ``values`` (``objects.flavor.VALUES``) and

@@ -5,9 +5,11 @@ them, and the check of extra specs before they are stored.
   item, by ``[pci] alias`` (``pci.request``);
 - ``hw:pci_numa_affinity_policy`` (required, legacy, preferred, socket): overrides
   the NUMA policy of every alias the flavor names;
-- ``hw:numa_nodes``: a positive integer, at most the flavor's vCPUs. NOTE: pcisim
-  checks and keeps it, but its scheduler places no guest NUMA cells yet: a boot from
-  such a flavor is scheduled as one without NUMA topology.
+- ``hw:numa_nodes``: a positive integer, at most the flavor's vCPUs: the guest's NUMA
+  cells, which the scheduler places on as many host NUMA nodes (the first that fit,
+  PCI devices by them, as the aliases' policy says). NOTE: in ``[scheduler]
+  claim_mode = legacy`` the guest is placed as one without NUMA topology; and no
+  node's CPUs or memory are counted per NUMA node.
 
 Other keys are kept as given, as Nova keeps keys of namespaces it does not know.
 """
@@ -58,4 +60,5 @@ def instance_values(flavor):
         "root_gb": flavor.root_gb,
         "pci_requests": specs.get(PCI_ALIAS),
         "numa_policy": specs.get(PCI_NUMA_POLICY),
+        "numa_nodes": int(specs[NUMA_NODES]) if NUMA_NODES in specs else None,
     }
