@@ -197,3 +197,19 @@ def test_min_count_servers_are_created_each_named_by_its_number(client, plane):
     finally:
         for server in servers:
             _delete(client, plane, server["id"])
+
+
+def test_a_server_created_on_pcisims_own_face_shows_a_custom_flavor(client, plane):
+    response = client.post("/servers", json={"server": {"name": "own", "vcpus": 2}})
+    server_id = response.json["server"]["id"]
+    plane.wait_for(server_id)
+    try:
+        flavor = _show(client, server_id)["flavor"]
+        assert (flavor["original_name"], flavor["vcpus"], flavor["extra_specs"]) == (
+            "custom",
+            2,
+            {},
+        )
+        assert client.get(f"{V}/servers/{server_id}").json["server"]["flavor"]["id"] == ""
+    finally:
+        _delete(client, plane, server_id)
