@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-BENCHMARKS = ("tracker", "nova_tracker", "rpc", "archive", "scale")
+BENCHMARKS = ("tracker", "nova_tracker", "rpc", "archive", "scale", "cloud")
 
 
 def main(argv):

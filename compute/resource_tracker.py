@@ -25,6 +25,7 @@ from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.instance import InstanceList
+from pcisim.objects.pci_device import PciDeviceList
 from pcisim.pci import capacity
 from pcisim.pci.manager import PciDevTracker
 
@@ -154,11 +155,12 @@ class ResourceTracker:
             return devices
 
     def free_instance(self, context, instance):
-        """Release everything the instance holds on this node."""
+        """Release everything the instance holds on this node: its devices, its usage
+        and, in the same write, its allocation here."""
         with self._lock:
             self.pci_tracker.free_instance(instance.uuid)
             self._usage.pop(instance.uuid, None)
-            self._save_yielding_to_other_writers(context)
+            self._save_yielding_to_other_writers(context, released=[instance.uuid])
 
     def _check_free(self, instance):
         used = self._used()
@@ -179,9 +181,10 @@ class ResourceTracker:
             for resource, _ in RESOURCES
         }
 
-    def _save(self, context):
-        """Save the devices and the node's usage, pools and inventory: in one round
-        trip when devices changed, and none when nothing did.
+    def _save(self, context, released=None):
+        """Save the devices and the node's usage, pools and inventory, and end the
+        allocations of the ``released`` instances: in one round trip when devices
+        changed or allocations end, and none when nothing did.
 
         On ``PciDeviceConflict`` nothing is saved and the PCI tracker holds the
         database's view again; the caller decides what the conflict means for it.
@@ -189,25 +192,30 @@ class ResourceTracker:
         faults.point(faults.BEFORE_TRACKER_SAVE, node=self.nodename)
         node = self._stage_node()
         with node.obj_alternate_context(context):
-            self.pci_tracker.save(context, node if node.obj_what_changed() else None)
+            together = node if node.obj_what_changed() or released else None
+            if self.pci_tracker.save(context, together, released):
+                released = None
         faults.point(faults.AFTER_TRACKER_SAVE, node=self.nodename)
-        self._save_node(context)
+        self._save_node(context, released)
 
-    def _save_yielding_to_other_writers(self, context):
+    def _save_yielding_to_other_writers(self, context, released=None):
         """Save; if another writer changed a device first, the database's view wins
-        (a free or a periodic run has nothing to retry) and the node is saved with it."""
+        (a free or a periodic run has nothing to retry) and the node is saved with it,
+        ending the ``released`` instances' allocations."""
         try:
-            self._save(context)
+            self._save(context, released)
         except exception.PciDeviceConflict:
-            self._save_node(context)
+            self._save_node(context, released)
 
-    def _save_node(self, context):
-        """Save the node's staged changes, if any: a save with nothing to write would
-        still be a round trip, one per node and periodic run (with 1,000 nodes, half of
-        the run's round trips)."""
+    def _save_node(self, context, released=None):
+        """Save the node's staged changes, if any, and end the ``released`` instances'
+        allocations: a save with nothing to write would still be a round trip, one per
+        node and periodic run (with 1,000 nodes, half of the run's round trips)."""
         node = self._stage_node()
-        if node.obj_what_changed():
-            with node.obj_alternate_context(context):
+        with node.obj_alternate_context(context):
+            if released:
+                node.save_with_devices(PciDeviceList(context, objects=[]), released=released)
+            elif node.obj_what_changed():
                 node.save()
 
     def _stage_node(self):

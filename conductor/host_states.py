@@ -11,6 +11,7 @@ A view can still be stale by the time the allocation is written: the compare-and
 of ``db.allocations.claim`` refuses it then, and the scheduler chooses again.
 """
 
+import copy
 import functools
 import itertools
 import threading
@@ -29,12 +30,25 @@ class NodeState:
         self.place = (self.host, self.nodename)
         self.generation = row.generation
         self.totals = {name: getattr(row, column) for name, column in capacity.NODE_TOTALS.items()}
-        self.used = used
-        self.free_memory = self.totals[capacity.MEMORY_MB] - used.get(capacity.MEMORY_MB, 0)
         inventory = _inventory(row.pci_inventory)
         self.inventory, self.numa_sockets = inventory.objects, inventory.socket_map()
+        self._use(used)
+
+    def _use(self, used):
+        self.used = used
+        self.free_memory = self.totals[capacity.MEMORY_MB] - used.get(capacity.MEMORY_MB, 0)
         # Wanted.key -> ({resource: used}, NUMA cells), or None when it does not fit
         self._plans = {}
+
+    def after_claim(self, generation, allocation):
+        """This node at ``generation``, which ``allocation`` alone led to."""
+        claimed = copy.copy(self)
+        claimed.generation = generation
+        used = dict(self.used)
+        for resource, amount in allocation.items():
+            used[resource] = used.get(resource, 0) + amount
+        claimed._use(used)
+        return claimed
 
     def allocation_for(self, wanted):
         """{resource: used} that ``wanted`` (a ``Wanted``) would take here, or None."""
@@ -105,6 +119,14 @@ class HostStates:
         with self._lock:
             self._nodes = nodes
         return list(nodes.values())
+
+    def claimed(self, node, generation, allocation):
+        """Note that this scheduler's ``allocation`` on ``node`` (a NodeState) moved it
+        to ``generation``: the next request need not read it again. A view another
+        thread has moved on meanwhile is left as it is."""
+        with self._lock:
+            if self._nodes.get(node.id) is node:
+                self._nodes[node.id] = node.after_claim(generation, allocation)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -20,7 +20,8 @@ Two modes (``[scheduler] claim_mode``):
 
 import datetime
 import functools
-import heapq
+import itertools
+import operator
 import random
 import threading
 
@@ -44,6 +45,7 @@ LOG = logging.getLogger(__name__)
 # NOTE: each conflict means another allocation was written meanwhile, so the retries
 # make progress; this only bounds a request that keeps losing.
 MAX_GENERATION_CONFLICTS = 50
+_FREE_MEMORY = operator.attrgetter("free_memory")
 _conflicts = 0
 _conflicts_lock = threading.Lock()
 
@@ -69,17 +71,19 @@ class Scheduler:
         as one).
         """
         wanted = Wanted(instance, numa_cells, numa_nodes)
-        up = _up_hosts(context)
         for _ in range(MAX_GENERATION_CONFLICTS):
-            node, allocation = _choose(self.host_states.current(context), up, exclude, wanted)
+            with db_engine.read_transaction(context):
+                up, nodes = _up_hosts(context), self.host_states.current(context)
+            node, allocation = _choose(nodes, up, exclude, wanted)
             try:
                 faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
                 with db_engine.write_transaction(context):
-                    db_allocations.claim(
+                    generation = db_allocations.claim(
                         context, node.id, node.generation, instance.uuid, allocation
                     )
                     if record is not None:
                         record(node.host, node.nodename)
+                self.host_states.claimed(node, generation, allocation)
             except exception.ComputeNodeGenerationConflict as error:
                 LOG.debug("Choosing again for %s: %s", instance.uuid, error)
                 _count_conflict()
@@ -154,21 +158,47 @@ def _choose(nodes, up, exclude, wanted):
         raise exception.NoValidHost(reason="no compute service is up that was not tried")
     if not any(n.has_room(wanted.resources) for n in nodes):
         raise exception.NoValidHost(reason=f"no node has {wanted.description} free")
-    fitting = [n for n in nodes if n.allocation_for(wanted) is not None]
-    if not fitting:
+    best = _best_fitting(nodes, wanted, pcisim_conf.CONF.filter_scheduler.host_subset_size)
+    if not best:
         raise exception.NoValidHost(
             reason=f"no node can provide PCI devices {_names(wanted.requests)}"
         )
-    size = pcisim_conf.CONF.filter_scheduler.host_subset_size
-    node = random.choice(heapq.nlargest(size, fitting, key=_free_memory_then_chance))
+    node = random.choice(best)
     return node, node.allocation_for(wanted)
 
 
-def _free_memory_then_chance(node):
-    """Nodes tied on free memory (identical nodes, at first all of them) rank in a
-    random order: otherwise every request would choose among the same first few, and
-    concurrent ones would lose each other's swaps."""
-    return node.free_memory, random.random()
+def _best_fitting(nodes, wanted, size):
+    """The ``size`` nodes with the most free memory that fit ``wanted``.
+
+    Nodes tied on free memory (identical nodes, at first all of them) rank in a random
+    order: otherwise every request would choose among the same first few, and
+    concurrent ones would lose each other's swaps. Whether a node fits is planned
+    only for nodes in that order until ``size`` fit: with 1,000 nodes, most are never
+    planned for.
+    """
+    best = []
+    for node in _ranked(nodes):
+        if node.allocation_for(wanted) is not None:
+            best.append(node)
+            if len(best) == size:
+                break
+    return best
+
+
+def _ranked(nodes):
+    """``nodes`` by free memory, most first, those tied in random order, lazily: the
+    sort's key is read in C, and only the ties the caller reaches are shuffled."""
+    by_free_memory = sorted(nodes, key=_FREE_MEMORY, reverse=True)
+    for _, tied in itertools.groupby(by_free_memory, key=_FREE_MEMORY):
+        yield from _shuffled(list(tied))
+
+
+def _shuffled(items):
+    """``items`` in random order, shuffled as far as they are consumed (Fisher-Yates)."""
+    for i in range(len(items)):
+        j = random.randrange(i, len(items))
+        items[i], items[j] = items[j], items[i]
+        yield items[i]
 
 
 def select_destination(context, instance, numa_cells=None, exclude=()):

@@ -34,6 +34,27 @@ STATE_COLUMNS = (
 )
 ERROR = "error"
 
+# NOTE: the statements a scheduling decision runs are built once: building them (their
+# clauses and cache keys) cost as much CPU as SQLite took to run them.
+_GENERATIONS = sa.select(NODES.c.id, NODES.c.generation).where(NODES.c.deleted == 0)
+_NODES = sa.select(*STATE_COLUMNS).where(NODES.c.deleted == 0).order_by(NODES.c.id)
+_USAGE = sa.select(
+    ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource, sa.func.sum(ALLOCATIONS.c.used)
+).group_by(ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource)
+_SOME_NODES = _NODES.where(NODES.c.id.in_(sa.bindparam("node_ids", expanding=True)))
+_SOME_USAGE = _USAGE.where(
+    ALLOCATIONS.c.compute_node_id.in_(sa.bindparam("node_ids", expanding=True))
+)
+_SWAP_GENERATION = (
+    NODES.update()
+    .where(
+        NODES.c.id == sa.bindparam("node_id"),
+        NODES.c.generation == sa.bindparam("read_generation"),
+        NODES.c.deleted == 0,
+    )
+    .values(generation=NODES.c.generation + 1)
+)
+
 
 @reader
 def host_states(context, node_ids=None):
@@ -44,17 +65,14 @@ def host_states(context, node_ids=None):
     before it (PostgreSQL's READ COMMITTED), a claim landing between the two reads then
     pairs an old generation with the new usage, which the claim's swap refuses, and
     never the new generation with the old usage, which it would accept."""
-    nodes = sa.select(*STATE_COLUMNS).where(NODES.c.deleted == 0).order_by(NODES.c.id)
-    usage = sa.select(
-        ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource, sa.func.sum(ALLOCATIONS.c.used)
-    ).group_by(ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource)
-    if node_ids is not None:
-        nodes = nodes.where(NODES.c.id.in_(node_ids))
-        usage = usage.where(ALLOCATIONS.c.compute_node_id.in_(node_ids))
+    if node_ids is None:
+        nodes, usage, parameters = _NODES, _USAGE, {}
+    else:
+        nodes, usage, parameters = _SOME_NODES, _SOME_USAGE, {"node_ids": list(node_ids)}
     connection = context.session.connection()
-    rows = list(connection.execute(nodes))
+    rows = list(connection.execute(nodes, parameters))
     used = collections.defaultdict(dict)
-    for node_id, resource, amount in connection.execute(usage):
+    for node_id, resource, amount in connection.execute(usage, parameters):
         used[node_id][resource] = int(amount)
     return rows, used
 
@@ -64,8 +82,7 @@ def changed_host_states(context, known):
     """The live nodes whose generation is not the one ``known`` ({node id:
     generation}) holds, as ``host_states`` returns them, and the ids of every live
     node; one transaction, which reads the others' generations from an index only."""
-    query = sa.select(NODES.c.id, NODES.c.generation).where(NODES.c.deleted == 0)
-    generations = dict(context.session.connection().execute(query).all())
+    generations = dict(context.session.connection().execute(_GENERATIONS).all())
     changed = sorted(i for i, g in generations.items() if known.get(i) != g)
     rows, used = host_states(context, changed) if changed else ([], {})
     return rows, used, set(generations)
@@ -81,9 +98,7 @@ def claim(context, node_id, generation, consumer_uuid, resources):
     """
     connection = context.session.connection()
     swapped = connection.execute(
-        NODES.update()
-        .where(NODES.c.id == node_id, NODES.c.generation == generation, NODES.c.deleted == 0)
-        .values(generation=generation + 1)
+        _SWAP_GENERATION, {"node_id": node_id, "read_generation": generation}
     )
     if swapped.rowcount != 1:
         raise exception.ComputeNodeGenerationConflict(node_id=node_id, generation=generation)
@@ -112,6 +127,23 @@ def release_in(connection, consumer_uuid):
         ALLOCATIONS.delete().where(ALLOCATIONS.c.consumer_uuid == consumer_uuid)
     ).rowcount
     _bump(connection, node_ids)
+    return removed
+
+
+@writer
+def release_on_node(context, node_id, consumer_uuids):
+    """Remove the allocations of the consumers on node ``node_id``: what a compute
+    does in the transaction that frees their devices there. Returns how many rows
+    went; the node's generation moves when any did."""
+    connection = context.session.connection()
+    removed = connection.execute(
+        ALLOCATIONS.delete().where(
+            ALLOCATIONS.c.compute_node_id == node_id,
+            ALLOCATIONS.c.consumer_uuid.in_(sorted(consumer_uuids)),
+        )
+    ).rowcount
+    if removed:
+        _bump(connection, [node_id])
     return removed
 
 

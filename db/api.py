@@ -250,29 +250,32 @@ def instance_get_all_by_host_and_node(context, host, node=None):
 
 @_retry_on_deadlock
 @writer
-def instance_update(context, uuid, values):
-    """Update an instance; one that ends (ERROR, DELETED) releases its allocations."""
+def instance_update(context, uuid, values, release_allocations=False):
+    """Update an instance; with ``release_allocations``, one that ends (ERROR,
+    DELETED) releases its allocations in the same transaction."""
     _check_values(models.Instance, values, forbidden=_BOOKKEEPING | {"uuid"})
     instance = instance_get_by_uuid(context, uuid)
     _apply(instance, values)
     context.session.flush()
-    if values.get("vm_state") in _ENDED:
+    if release_allocations and values.get("vm_state") in _ENDED:
         allocations.release_in(context.session.connection(), uuid)
     return instance
 
 
 @_retry_on_deadlock
 @writer
-def instance_destroy(context, uuid, values=None):
+def instance_destroy(context, uuid, values=None, release_allocations=False):
     """Soft-delete an instance, with its last ``values`` written in the same
-    transaction, and remove its allocations. What it owns stays until archiving moves
-    it along."""
+    transaction, and with ``release_allocations`` remove its allocations there too.
+    What it owns stays until archiving moves it along; its allocations until its
+    compute frees its devices (``compute_node_save_with_devices``) or heals them."""
     _check_values(models.Instance, values or {}, forbidden=_BOOKKEEPING | {"uuid"})
     instance = instance_get_by_uuid(context, uuid)
     _apply(instance, values or {})
     instance.soft_delete()
     context.session.flush()
-    allocations.release_in(context.session.connection(), uuid)
+    if release_allocations:
+        allocations.release_in(context.session.connection(), uuid)
     return instance
 
 
@@ -559,14 +562,18 @@ def service_hosts_up(context, binary, seen_since):
     """The hosts whose ``binary`` service is live, not forced down and was seen at or
     after ``seen_since`` (naive UTC): the scheduler's question, answered without
     building a Service object per host."""
-    services = models.Service.__table__
-    query = sa.select(services.c.host).where(
-        services.c.binary == binary,
-        services.c.deleted == 0,
-        services.c.forced_down == sa.false(),
-        services.c.last_seen_up >= seen_since,
-    )
-    return set(context.session.scalars(query))
+    parameters = {"binary": binary, "seen_since": seen_since}
+    return set(context.session.connection().execute(_HOSTS_UP, parameters).scalars())
+
+
+_SERVICES = models.Service.__table__
+# NOTE: built once: the scheduler asks for every boot.
+_HOSTS_UP = sa.select(_SERVICES.c.host).where(
+    _SERVICES.c.binary == sa.bindparam("binary"),
+    _SERVICES.c.deleted == 0,
+    _SERVICES.c.forced_down == sa.false(),
+    _SERVICES.c.last_seen_up >= sa.bindparam("seen_since"),
+)
 
 
 @_retry_on_deadlock

@@ -82,6 +82,16 @@ def write_transaction(context):
         yield
 
 
+@contextlib.contextmanager
+def read_transaction(context):
+    """One reader transaction for the block: the DB API readers called in it with
+    ``context`` join it and see one snapshot (where the database gives one), for the
+    price of one BEGIN."""
+    check_access("pcisim.db.engine.read_transaction")
+    with sqlite.reading(only_reads=True), context_manager.reader.using(context):
+        yield
+
+
 def get_engine():
     check_access("pcisim.db.engine.get_engine")
     return context_manager.writer.get_engine()

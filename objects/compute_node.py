@@ -23,7 +23,9 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.3: added save_with_devices (a conductor serves it from 1.3 on; as
     #              ever, conductors are upgraded before computes)
     # Version 1.4: PciDevicePoolList 1.2 (the node's NUMA sockets, for the scheduler)
-    VERSION = "1.4"
+    # Version 1.5: save_with_devices releases the allocations of the instances whose
+    #              devices it frees (Instance 1.3 no longer releases them)
+    VERSION = "1.5"
 
     fields = {
         "id": fields.IntegerField(),
@@ -98,16 +100,22 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
             self._from_db_object(self._context, self, row)
 
     @base.remotable
-    def save_with_devices(self, devices, expected=None):
+    def save_with_devices(self, devices, expected=None, released=None):
         """Write the node's pending changes and those of ``devices`` (a PciDeviceList
         of this node) in one transaction: one round trip for a claim or a free.
 
+        ``released`` names the instances whose devices this write frees: their
+        allocations on this node end in the same transaction, so the scheduler never
+        counts a device free that its compute still holds.
+
         Returns the devices as stored, as ``PciDeviceList.save_batch`` does, and raises
-        as it does; on ``PciDeviceConflict`` the node's changes are not written either.
+        as it does; on ``PciDeviceConflict`` nothing at all is written.
         """
         with db_engine.write_transaction(self._context):
             stored = PciDeviceList.save_batch(self._context, self.id, devices, expected)
             self.save()
+            if released:
+                db_allocations.release_on_node(self._context, self.id, released)
         return stored
 
     @base.remotable
@@ -136,11 +144,19 @@ class ComputeNodeList(base.ObjectListBase, base.PcisimObject):
     # Version 1.2: ComputeNode 1.2
     # Version 1.3: ComputeNode 1.3
     # Version 1.4: ComputeNode 1.4
-    VERSION = "1.4"
+    # Version 1.5: ComputeNode 1.5
+    VERSION = "1.5"
 
     fields = {"objects": fields.ListOfObjectsField("ComputeNode")}
     obj_relationships = {
-        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3"), ("1.4", "1.4")]
+        "objects": [
+            ("1.0", "1.0"),
+            ("1.1", "1.1"),
+            ("1.2", "1.2"),
+            ("1.3", "1.3"),
+            ("1.4", "1.4"),
+            ("1.5", "1.5"),
+        ]
     }
 
     @classmethod

@@ -21,8 +21,10 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.0: initial version
     # Version 1.1: PciDeviceList 1.2
     # Version 1.2: PciDeviceList 1.3
-    # Version 1.3: added flavor and image_ref
-    VERSION = "1.3"
+    # Version 1.3: destroy and a save to ERROR leave the allocations to the compute,
+    #              which releases them as it frees the devices (ComputeNode 1.5)
+    # Version 1.4: added flavor and image_ref
+    VERSION = "1.4"
 
     fields = {
         "id": fields.IntegerField(),
@@ -48,12 +50,12 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     obj_relationships = {
         "pci_requests": [("1.0", "1.1")],
         "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3")],
-        "flavor": [("1.3", "1.0")],
+        "flavor": [("1.4", "1.0")],
     }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
-        if versionutils.convert_version_to_tuple(target_version) < (1, 3):
+        if versionutils.convert_version_to_tuple(target_version) < (1, 4):
             primitive.pop("flavor", None)
             primitive.pop("image_ref", None)
 
@@ -80,6 +82,15 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
 
     def _db_values(self, names):
         return super()._db_values([name for name in names if name not in LAZY_ATTRS])
+
+    def _caller_releases_allocations(self):
+        """Whether whoever sent this instance releases its allocations itself.
+
+        On the conductor, ``VERSION`` is the one the caller sent. A compute older than
+        1.3 frees devices without releasing allocations: its instance's end (a delete,
+        ERROR) releases them instead, as it did then.
+        """
+        return versionutils.convert_version_to_tuple(self.VERSION) >= (1, 3)
 
     @classmethod
     @base.remotable
@@ -113,7 +124,12 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         changed = self.obj_what_changed()
         values = self._db_values(changed)
         if values:
-            row = db_api.instance_update(self._context, self.uuid, values)
+            row = db_api.instance_update(
+                self._context,
+                self.uuid,
+                values,
+                release_allocations=not self._caller_releases_allocations(),
+            )
             self._copy_row(row)
         if "pci_requests" in changed and self.pci_requests is not None:
             self.pci_requests.save()
@@ -132,9 +148,15 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def destroy(self):
         """Soft-delete the instance, writing its pending changes (its last state) in
-        the same transaction; what it owns is archived with it later."""
+        the same transaction; what it owns is archived with it later. Its allocations
+        stay until its compute frees its devices (``ComputeNode.save_with_devices``)."""
         values = self._db_values(self.obj_what_changed())
-        row = db_api.instance_destroy(self._context, self.uuid, values)
+        row = db_api.instance_destroy(
+            self._context,
+            self.uuid,
+            values,
+            release_allocations=not self._caller_releases_allocations(),
+        )
         self._copy_row(row)
         self.obj_reset_changes(recursive=True)
 
@@ -145,11 +167,12 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.1: Instance 1.1, added get_all
     # Version 1.2: Instance 1.2
     # Version 1.3: Instance 1.3
-    VERSION = "1.3"
+    # Version 1.4: Instance 1.4
+    VERSION = "1.4"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
     obj_relationships = {
-        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3")]
+        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3"), ("1.4", "1.4")]
     }
 
     @classmethod

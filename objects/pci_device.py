@@ -266,9 +266,10 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
         ]
         return cls(context, objects=stored)
 
-    def save(self, expected=None, node=None):
+    def save(self, expected=None, node=None, released=None):
         """Write every device with pending changes in one round trip, with the pending
-        changes of their compute ``node`` when given (``ComputeNode.save_with_devices``).
+        changes of their compute ``node`` when given (``ComputeNode.save_with_devices``,
+        which also ends the allocations of the ``released`` instances there).
 
         The devices must belong to one compute node. Saved devices take the stored
         values and have no pending changes left. Raises ``PciDevicesNotFound`` naming
@@ -289,7 +290,7 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
         if node is None:
             saved = self.save_batch(self._context, node_id, batch, expected)
         else:
-            saved = node.save_with_devices(batch, expected)
+            saved = node.save_with_devices(batch, expected, released)
         stored = {d.address: d for d in saved}
         missing = []
         for device in pending:

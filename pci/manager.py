@@ -260,10 +260,12 @@ class PciDevTracker:
 
     # -------------------------------------------------------------- save
 
-    def save(self, context=None, node=None):
+    def save(self, context=None, node=None, released=None):
         """Write every device changed since the last save, in one round trip, as part of
         the request of ``context`` (default: the context the tracker was made with);
-        with the pending changes of the compute ``node``, if given, in that same call.
+        with the pending changes of the compute ``node``, if given, in that same call,
+        and the end of the ``released`` instances' allocations on it. Returns whether
+        there was anything to write.
 
         A device whose row has disappeared is dropped from the tracker with a warning;
         the next hypervisor report creates it again. When another writer changed a
@@ -273,12 +275,12 @@ class PciDevTracker:
         changes stay pending for the next save.
         """
         if not self._dirty:
-            return
+            return False
         context = context or self._context
         dirty = list(self._dirty.values())
         expected = {d.address: self._stored[d.address] for d in dirty if d.address in self._stored}
         try:
-            PciDeviceList(context, objects=dirty).save(expected, node)
+            PciDeviceList(context, objects=dirty).save(expected, node, released)
         except exception.PciDevicesNotFound as error:
             self._forget(error.kwargs["addresses"])
         except exception.PciDeviceConflict:
@@ -291,6 +293,7 @@ class PciDevTracker:
                 self._untrack(device)
             elif device.address in self._devices:
                 self._stored[device.address] = _holder(device)
+        return True
 
     def _forget(self, addresses):
         for address in addresses:

@@ -836,18 +836,26 @@ class PciMachine(RuleBasedStateMachine):
     @invariant()
     @_checked
     def allocations_belong_to_the_active_instances_of_their_node(self):
+        """Every active instance has an allocation on its node; a deleted one keeps its
+        allocation only until its compute frees its devices (it is pending till then),
+        and no other instance has one."""
         node_ids = {row["hypervisor_hostname"]: i for i, row in compute_nodes().items()}
-        expected = {
+        active = {
             (node_ids[booted.node], uuid)
             for uuid, booted in self.live.items()
             if booted.state == "active"
+        }
+        pending = {
+            (node_ids[NODES[host]], uuid) for host, uuids in self.pending.items() for uuid in uuids
         }
         held = {
             (node_id, uuid)
             for node_id, consumers in flows.allocations_by_node().items()
             for uuid in consumers
         }
-        assert held == expected, f"allocations {sorted(held)}, active instances {sorted(expected)}"
+        assert active <= held, f"active instances without an allocation: {sorted(active - held)}"
+        ended = held - active - pending
+        assert ended == set(), f"allocations of ended instances: {sorted(ended)}"
 
     @invariant()
     @_checked
@@ -857,10 +865,9 @@ class PciMachine(RuleBasedStateMachine):
             for consumers in flows.allocations_by_node().values()
             for uuid, resources in consumers.items()
         }
-        pending = {uuid for uuids in self.pending.values() for uuid in uuids}
         held = collections.defaultdict(collections.Counter)
         for row in flows.devices():
-            if row["instance_uuid"] not in pending | {None} and row["status"] in HELD:
+            if row["instance_uuid"] is not None and row["status"] in HELD:
                 held[row["instance_uuid"]][flows.resource_of(row)] += 1
         for uuid, counts in held.items():
             short = {

@@ -47,3 +47,45 @@ def test_a_subset_of_one_takes_the_node_with_the_most_free_memory(db, ctxt, conf
         chosen = {_choice(ctxt, chooser) for _ in range(10)}
 
     assert chosen == {"big"}
+
+
+def test_a_subset_takes_only_nodes_that_fit_skipping_better_ones_that_do_not(db, ctxt, config):
+    _nodes_up(ctxt, HOSTS)
+    factories.compute_node(ctxt, host="big", node="big", memory_mb=10 * 65536, vcpus=0)
+    factories.compute_service_up(ctxt, "big")
+
+    chooser = scheduler.Scheduler()
+    with config_overrides.overridden(config, {("host_subset_size", "filter_scheduler"): 3}):
+        chosen = {_choice(ctxt, chooser) for _ in range(30)}
+
+    assert "big" not in chosen
+    assert len(chosen) > 1
+
+
+def test_after_its_own_claim_the_schedulers_view_is_what_a_fresh_read_gives(db, ctxt):
+    _nodes_up(ctxt, HOSTS[:3])
+    chooser = scheduler.Scheduler()
+    instance = Instance(uuid=str(uuid.uuid4()), vcpus=2, memory_mb=1024, root_gb=3)
+    instance.pci_requests = None
+
+    chooser.claim_destination(ctxt, instance)
+
+    # NOTE: a node at the generation the view holds is not read again.
+    assert _view(chooser, ctxt) == _view(scheduler.Scheduler(), ctxt)
+
+
+def test_a_claim_does_not_overwrite_a_view_another_thread_moved_on(db, ctxt):
+    _nodes_up(ctxt, HOSTS[:1])
+    chooser = scheduler.Scheduler()
+    (read,) = chooser.host_states.current(ctxt)
+    allocations.claim(ctxt, read.id, read.generation, str(uuid.uuid4()), {"VCPU": 1})
+    (newer,) = chooser.host_states.current(ctxt)
+
+    chooser.host_states.claimed(read, read.generation + 1, {"VCPU": 5})
+
+    assert _view(chooser, ctxt) == {newer.id: (newer.generation, {"VCPU": 1})}
+
+
+def _view(chooser, ctxt):
+    """{node id: (generation, usage)} as ``chooser`` sees the nodes now."""
+    return {node.id: (node.generation, node.used) for node in chooser.host_states.current(ctxt)}

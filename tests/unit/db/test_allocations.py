@@ -266,7 +266,6 @@ def test_heal_removes_the_allocation_of_an_instance_the_compute_no_longer_holds(
     gone = factories.instance(ctxt)
     _claim(ctxt, node, gone.uuid)
     api.instance_destroy(ctxt, gone.uuid)
-    _claim(ctxt, node, gone.uuid)  # written back after the destroy released it
     before = _generation(ctxt, node)
 
     healed = allocations.heal(ctxt, node.id, {})
@@ -383,36 +382,84 @@ def test_a_node_update_refuses_to_set_the_generation(db, ctxt):
 
 
 @pytest.mark.parametrize("vm_state", ["error", "deleted"])
-def test_an_instance_update_that_ends_it_releases_its_allocations(db, ctxt, vm_state):
+def test_an_instance_update_that_ends_it_keeps_its_allocations_for_its_compute(db, ctxt, vm_state):
+    # NOTE: the compute still holds the devices; it releases the allocation as it
+    # frees them (release_on_node).
+    node = factories.compute_node(ctxt)
+    ending = factories.instance(ctxt)
+    _claim(ctxt, node, ending.uuid)
+
+    api.instance_update(ctxt, ending.uuid, {"vm_state": vm_state})
+
+    assert _rows() == [(node.id, ending.uuid, "VCPU", 1)]
+
+
+@pytest.mark.parametrize("vm_state", ["error", "deleted"])
+def test_an_instance_update_that_ends_it_releases_its_allocations_when_asked(db, ctxt, vm_state):
     node = factories.compute_node(ctxt)
     ending, other = factories.instance(ctxt), factories.instance(ctxt)
     _claim(ctxt, node, ending.uuid)
     _claim(ctxt, node, other.uuid)
     before = _generation(ctxt, node)
 
-    api.instance_update(ctxt, ending.uuid, {"vm_state": vm_state})
+    api.instance_update(ctxt, ending.uuid, {"vm_state": vm_state}, release_allocations=True)
 
     assert _rows() == [(node.id, other.uuid, "VCPU", 1)]
     assert _generation(ctxt, node) == before + 1
 
 
-def test_an_instance_update_that_does_not_end_it_keeps_its_allocations(db, ctxt):
+def test_an_instance_update_that_does_not_end_it_keeps_its_allocations_when_asked(db, ctxt):
     node = factories.compute_node(ctxt)
     running = factories.instance(ctxt, vm_state="building")
     _claim(ctxt, node, running.uuid)
     before = _generation(ctxt, node)
 
-    api.instance_update(ctxt, running.uuid, {"vm_state": "active", "task_state": None})
+    api.instance_update(
+        ctxt, running.uuid, {"vm_state": "active", "task_state": None}, release_allocations=True
+    )
 
     assert _rows() == [(node.id, running.uuid, "VCPU", 1)]
     assert _generation(ctxt, node) == before
 
 
-def test_destroying_an_instance_releases_its_allocations(db, ctxt):
+def test_destroying_an_instance_keeps_its_allocations_for_its_compute(db, ctxt):
     node = factories.compute_node(ctxt)
     gone = factories.instance(ctxt)
     _claim(ctxt, node, gone.uuid)
 
     api.instance_destroy(ctxt, gone.uuid)
 
+    assert _rows() == [(node.id, gone.uuid, "VCPU", 1)]
+
+
+def test_destroying_an_instance_releases_its_allocations_when_asked(db, ctxt):
+    node = factories.compute_node(ctxt)
+    gone = factories.instance(ctxt)
+    _claim(ctxt, node, gone.uuid)
+
+    api.instance_destroy(ctxt, gone.uuid, release_allocations=True)
+
     assert _rows() == []
+
+
+def test_release_on_node_removes_the_consumers_allocations_there_only(db, ctxt):
+    node, other_node = factories.compute_node(ctxt), factories.compute_node(ctxt, host="host2")
+    freed, kept = _consumer(), _consumer()
+    _claim(ctxt, node, freed)
+    _claim(ctxt, node, kept)
+    _claim(ctxt, other_node, freed)
+    before = _generation(ctxt, node)
+
+    assert allocations.release_on_node(ctxt, node.id, [freed]) == 1
+
+    assert _rows() == sorted([(node.id, kept, "VCPU", 1), (other_node.id, freed, "VCPU", 1)])
+    assert _generation(ctxt, node) == before + 1
+
+
+def test_release_on_node_of_a_consumer_without_allocations_keeps_the_generation(db, ctxt):
+    node = factories.compute_node(ctxt)
+    before = _generation(ctxt, node)
+
+    assert allocations.release_on_node(ctxt, node.id, [_consumer()]) == 0
+
+    assert _generation(ctxt, node) == before

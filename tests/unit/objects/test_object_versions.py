@@ -19,14 +19,14 @@ objects.register_all()
 # When a test below fails, bump the object's VERSION, note the change in its version
 # log, handle the old version in obj_make_compatible, and update the hash here.
 EXPECTED_FINGERPRINTS = {
-    "ComputeNode": "1.4-0dd6f41711f3fbac06ca84eb6c8e5f46",
-    "ComputeNodeList": "1.4-2869e5881bb3692cefc9723beaeb30f7",
+    "ComputeNode": "1.5-5630d3dc0590f100884d1f722b91bc65",
+    "ComputeNodeList": "1.5-2869e5881bb3692cefc9723beaeb30f7",
     "Flavor": "1.0-ce643c5f7bf038de2a210f4f5c099837",
     "FlavorList": "1.0-1275b55e9dd34d1cc92f1a8698c7319a",
-    "Instance": "1.3-7b66285282dfe012703af355f1efa89b",
+    "Instance": "1.4-7b66285282dfe012703af355f1efa89b",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
     "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
-    "InstanceList": "1.3-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
+    "InstanceList": "1.4-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
     "InstancePCIRequest": "1.1-98e064b6abafcb39990b9db9e8933b40",
     "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
     "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
@@ -194,11 +194,11 @@ def test_pci_device_pool_1_0_has_no_group():
     assert "group" not in _inventory_pool().obj_to_primitive("1.0")["pcisim_object.data"]
 
 
-def test_instance_1_2_has_no_flavor_nor_image():
+def test_instance_1_3_has_no_flavor_nor_image():
     flavor = Flavor(flavorid="1", name="m1", memory_mb=512, vcpus=1, root_gb=1, extra_specs={})
     instance = Instance(uuid=str(uuid.uuid4()), image_ref="cirros", flavor=flavor)
 
-    data = instance.obj_to_primitive(target_version="1.2")["pcisim_object.data"]
+    data = instance.obj_to_primitive(target_version="1.3")["pcisim_object.data"]
 
     assert "flavor" not in data and "image_ref" not in data
 
