@@ -14,12 +14,16 @@ them, and the check of extra specs before they are stored.
 Other keys are kept as given, as Nova keeps keys of namespaces it does not know.
 """
 
+import re
+
 from pcisim import exception
 from pcisim.pci import request as pci_request
 
 PCI_ALIAS = "pci_passthrough:alias"
 PCI_NUMA_POLICY = "hw:pci_numa_affinity_policy"
 NUMA_NODES = "hw:numa_nodes"
+# NOTE: ASCII digits only: str.isdigit() also takes "³", which int() refuses.
+_DECIMAL = re.compile(r"[0-9]{1,4}")
 
 
 def check_extra_specs(extra_specs, aliases, vcpus):
@@ -40,7 +44,7 @@ def check_extra_specs(extra_specs, aliases, vcpus):
 
 def _numa_nodes(extra_specs, vcpus):
     value = extra_specs[NUMA_NODES]
-    if not value.isdigit() or int(value) < 1:
+    if not _DECIMAL.fullmatch(value) or int(value) < 1:
         raise _invalid(extra_specs, NUMA_NODES, "not a positive integer")
     if int(value) > vcpus:
         raise _invalid(extra_specs, NUMA_NODES, f"more NUMA nodes than the {vcpus} vCPUs")

@@ -79,6 +79,7 @@ def test_extra_specs_are_set_shown_replaced_and_removed_by_key(client, flavor):
         ({"pci_passthrough:alias": "fpga:1"}, "fpga"),
         ({"hw:pci_numa_affinity_policy": "nearby"}, "nearby"),
         ({"hw:numa_nodes": "0"}, "hw:numa_nodes"),
+        ({"hw:numa_nodes": "³"}, "hw:numa_nodes"),
         ({"hw:numa_nodes": "3"}, "2 vCPUs"),
         ({"bad key!": "1"}, "bad key!"),
         ({"big": 10**300}, "big"),

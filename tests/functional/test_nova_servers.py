@@ -166,6 +166,7 @@ def test_a_hypervisor_is_found_by_name_through_the_list_only(client):
     (node,) = client.get(f"{V}/os-hypervisors", headers=LATEST).json["hypervisors"]
     name = node["hypervisor_hostname"]
     assert client.get(f"{V}/os-hypervisors/{name}", headers=LATEST).status_code == 404
+    assert client.get(f"{V}/os-hypervisors/³³").status_code == 404
     query = f"{V}/os-hypervisors?hypervisor_hostname_pattern={name}"
     assert [h["id"] for h in client.get(query, headers=LATEST).json["hypervisors"]] == [node["id"]]
 

@@ -3,6 +3,7 @@ integers before 2.53), with the node's PCI pools as ``os-pci:pci_stats``, and
 /v2.1/os-aggregates, which pcisim has none of."""
 
 import fnmatch
+import re
 
 from oslo_config import cfg
 from oslo_utils import uuidutils
@@ -14,6 +15,8 @@ from pcisim.objects.compute_node import ComputeNode, ComputeNodeList
 from pcisim.objects.service import ServiceList
 
 CONF = cfg.CONF
+# NOTE: ASCII digits only: str.isdigit() also takes "³", which int() refuses.
+_DECIMAL = re.compile(r"[0-9]{1,10}")
 RESOURCES = ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used")
 
 
@@ -102,7 +105,7 @@ def _node(context, req, hypervisor_id):
         for node in ComputeNodeList.get_all(context):
             if node.uuid == hypervisor_id:
                 return node
-    elif hypervisor_id.isdigit() and int(hypervisor_id) <= schemas.MAX_ID:
+    elif _DECIMAL.fullmatch(hypervisor_id) and int(hypervisor_id) <= schemas.MAX_ID:
         return ComputeNode.get_by_id(context, int(hypervisor_id))
     raise exception.ComputeNodeNotFound(node_id=hypervisor_id)
 
