@@ -89,16 +89,19 @@ class ComputeTaskManager:
             with instance.obj_alternate_context(context):
                 write()
 
-        numa_cells, tried = request_spec.get("numa_cells"), request_spec["tried"]
+        numa_nodes, tried = request_spec.get("numa_nodes"), request_spec["tried"]
+        # NOTE: a guest of numa_nodes cells is placed anew on each node tried; the
+        # cells of the last node chosen travel in numa_cells, to its compute's claim.
+        numa_cells = None if numa_nodes else request_spec.get("numa_cells")
         try:
             if pcisim_conf.CONF.scheduler.claim_mode == "legacy":
                 host, node = scheduler.select_destination(context, instance, numa_cells, tried)
                 record(host, node)
             else:
-                host, node, allocation = self.scheduler.claim_destination(
-                    context, instance, numa_cells, tried, record
+                host, node, allocation, chosen = self.scheduler.claim_destination(
+                    context, instance, numa_cells, tried, record, numa_nodes=numa_nodes
                 )
-                request_spec["allocation"] = allocation
+                request_spec["allocation"], request_spec["numa_cells"] = allocation, chosen
         except exception.NoValidHost as error:
             LOG.info("No node for %s: %s", instance.uuid, error)
             raise

@@ -13,6 +13,7 @@ of ``db.allocations.claim`` refuses it then, and the scheduler chooses again.
 
 import copy
 import functools
+import itertools
 import threading
 
 from pcisim.db import allocations as db_allocations
@@ -36,7 +37,8 @@ class NodeState:
     def _use(self, used):
         self.used = used
         self.free_memory = self.totals[capacity.MEMORY_MB] - used.get(capacity.MEMORY_MB, 0)
-        self._plans = {}  # Wanted.key -> {resource: used}, or None when it does not fit
+        # Wanted.key -> ({resource: used}, NUMA cells), or None when it does not fit
+        self._plans = {}
 
     def after_claim(self, generation, allocation):
         """This node at ``generation``, which ``allocation`` alone led to."""
@@ -50,6 +52,16 @@ class NodeState:
 
     def allocation_for(self, wanted):
         """{resource: used} that ``wanted`` (a ``Wanted``) would take here, or None."""
+        plan = self._planned(wanted)
+        return plan and plan[0]
+
+    def numa_cells_for(self, wanted):
+        """The host NUMA cells the guest of ``wanted`` would be on here: those it asked
+        for, or for a guest of ``numa_nodes`` cells, the first cells that fit."""
+        plan = self._planned(wanted)
+        return plan and plan[1]
+
+    def _planned(self, wanted):
         try:
             return self._plans[wanted.key]
         except KeyError:
@@ -65,13 +77,28 @@ class NodeState:
     def _plan(self, wanted):
         if not self.has_room(wanted.resources):
             return None
-        devices = {}
-        if wanted.requests:
-            stats = PciDeviceStats.from_capacity(self.inventory, self.used, self.numa_sockets)
-            devices = stats.allocation_for(wanted.requests, wanted.numa_cells)
-            if devices is None:
-                return None
-        return {**wanted.resources, **devices}
+        for cells in self._cell_choices(wanted):
+            devices = {}
+            if wanted.requests:
+                stats = PciDeviceStats.from_capacity(self.inventory, self.used, self.numa_sockets)
+                devices = stats.allocation_for(wanted.requests, cells)
+                if devices is None:
+                    continue
+            return {**wanted.resources, **devices}, cells
+        return None
+
+    def _cell_choices(self, wanted):
+        """The guest's host cells to try: those it asked for, or each set of
+        ``numa_nodes`` of this node's NUMA nodes in order (none when the node has
+        fewer, or does not say: as Nova's NUMA filter, a guest of a NUMA topology
+        fits only a host that has one)."""
+        if wanted.numa_nodes is None:
+            return [wanted.numa_cells]
+        nodes = sorted(
+            set(self.numa_sockets)
+            | {pool.numa_node for pool in self.inventory if pool.numa_node is not None}
+        )
+        return [frozenset(cells) for cells in itertools.combinations(nodes, wanted.numa_nodes)]
 
 
 class HostStates:

@@ -105,7 +105,9 @@ class ComputeTaskAPI:
     def schedule_and_build_instances(self, context, instance, request_spec):
         """Create ``instance``, pick a node and start the build there; returns it created.
 
-        ``request_spec``: ``{"numa_cells": [..] or None}``.
+        ``request_spec``: ``{"numa_cells": [..] or None, "numa_nodes": N or None}``:
+        the host NUMA cells the guest is on, or how many the scheduler chooses (a
+        conductor before ``numa_nodes`` ignores it).
         """
         return self.client.prepare().call(
             context,

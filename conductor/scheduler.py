@@ -56,16 +56,21 @@ class Scheduler:
     def __init__(self):
         self.host_states = host_states.HostStates()
 
-    def claim_destination(self, context, instance, numa_cells=None, exclude=(), record=None):
+    def claim_destination(
+        self, context, instance, numa_cells=None, exclude=(), record=None, numa_nodes=None
+    ):
         """Choose a node for ``instance``, allocate what it needs there and run
         ``record(host, node)`` (which writes the instance's row), all in one transaction.
+        A guest of ``numa_nodes`` NUMA cells (a flavor's ``hw:numa_nodes``) is placed
+        on as many host cells of the node, its PCI devices chosen by them.
 
-        Returns ``(host, node, allocation)``, the allocation as {resource: used}. Raises
+        Returns ``(host, node, allocation, numa_cells)``, the allocation as {resource:
+        used}, the guest's host cells as a sorted list (None: no NUMA topology). Raises
         ``NoValidHost`` when no node that is up and not in ``exclude`` has room, or after
         ``MAX_GENERATION_CONFLICTS`` lost swaps (a transaction lost to a deadlock counts
         as one).
         """
-        wanted = Wanted(instance, numa_cells)
+        wanted = Wanted(instance, numa_cells, numa_nodes)
         for _ in range(MAX_GENERATION_CONFLICTS):
             with db_engine.read_transaction(context):
                 up, nodes = _up_hosts(context), self.host_states.current(context)
@@ -88,7 +93,9 @@ class Scheduler:
                 # the victim's transaction was rolled back whole, so choose again.
                 LOG.info("Choosing again for %s: the database rolled its claim back", instance.uuid)
             else:
-                return node.host, node.nodename, allocation
+                cells = node.numa_cells_for(wanted)
+                cells = sorted(cells) if cells is not None else None
+                return node.host, node.nodename, allocation, cells
         raise exception.NoValidHost(
             reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
         )
@@ -114,7 +121,8 @@ class Wanted:
     same for every request that asks the same (text, whose hash Python keeps: it is
     looked up once per node and request)."""
 
-    def __init__(self, instance, numa_cells):
+    def __init__(self, instance, numa_cells, numa_nodes=None):
+        self.numa_nodes = numa_nodes
         self.resources = {
             name: getattr(instance, field) or 0 for name, field in capacity.FLAVOR_RESOURCES.items()
         }
@@ -126,6 +134,7 @@ class Wanted:
                 sorted(self.resources.items()),
                 [_request_key(request) for request in self.requests],
                 sorted(self.numa_cells or ()) if self.numa_cells is not None else None,
+                numa_nodes,
             )
         )
 

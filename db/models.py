@@ -99,6 +99,8 @@ class Instance(Base):
     vcpus: Mapped[int | None] = mapped_column(sa.Integer)
     memory_mb: Mapped[int | None] = mapped_column(sa.Integer)
     root_gb: Mapped[int | None] = mapped_column(sa.Integer)
+    # The image the instance was booted from (the Nova face's imageRef).
+    image_ref: Mapped[str | None] = mapped_column(sa.String(255))
     launched_at: Mapped[datetime | None] = mapped_column(sa.DateTime)
     terminated_at: Mapped[datetime | None] = mapped_column(sa.DateTime)
 
@@ -236,6 +238,44 @@ class Allocation(Base):
     consumer_uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False)
     resource: Mapped[str] = mapped_column(sa.String(255), nullable=False)
     used: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+
+
+class Flavor(Base):
+    """A named size of instance, with its extra specs (``FlavorExtraSpec``), as Nova's
+    flavors are. ``flavorid`` is the id the API shows; ``id`` stays internal."""
+
+    __tablename__ = "flavors"
+    __table_args__ = _table_args(
+        sa.UniqueConstraint("flavorid", "deleted", name="uniq_flavors0flavorid0deleted"),
+        sa.UniqueConstraint("name", "deleted", name="uniq_flavors0name0deleted"),
+    )
+
+    flavorid: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    name: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    memory_mb: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    vcpus: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    root_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    ephemeral_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    swap: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    is_public: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=True)
+    disabled: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class FlavorExtraSpec(Base):
+    """One ``key: value`` of a flavor (``pci_passthrough:alias: gpu:1``); the flavor
+    owns it."""
+
+    __tablename__ = "flavor_extra_specs"
+    __table_args__ = _table_args(
+        sa.UniqueConstraint(
+            "flavor_id", "key", "deleted", name="uniq_flavor_extra_specs0flavor_id0key0deleted"
+        ),
+    )
+
+    flavor_id: Mapped[int] = mapped_column(sa.Integer, sa.ForeignKey("flavors.id"), nullable=False)
+    key: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    value: Mapped[str] = mapped_column(sa.String(255), nullable=False)
 
 
 # Tables that name an instance without being owned by it: never archived as its residue.

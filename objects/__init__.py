@@ -6,6 +6,7 @@
 
 def register_all():
     __import__("pcisim.objects.compute_node")
+    __import__("pcisim.objects.flavor")
     __import__("pcisim.objects.instance")
     __import__("pcisim.objects.instance_fault")
     __import__("pcisim.objects.instance_pci_requests")

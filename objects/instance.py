@@ -4,16 +4,19 @@ from oslo_utils import versionutils
 
 from pcisim.db import api as db_api
 from pcisim.objects import base, fields
+from pcisim.objects.flavor import Flavor
 from pcisim.objects.instance_fault import InstanceFault
 from pcisim.objects.instance_pci_requests import InstancePCIRequests
 from pcisim.objects.pci_device import PciDeviceList
 
-LAZY_ATTRS = ("pci_requests", "pci_devices")
+LAZY_ATTRS = ("pci_requests", "pci_devices", "flavor")
 
 
 @base.PcisimObjectRegistry.register
 class Instance(base.PcisimPersistentObject, base.PcisimObject):
-    """A server. ``pci_requests`` and ``pci_devices`` load on first access."""
+    """A server. ``pci_requests``, ``pci_devices`` and ``flavor`` (the copy of the
+    flavor it was built from, None when it was built from sizes given one by one) load
+    on first access."""
 
     # Version 1.0: initial version
     # Version 1.1: PciDeviceList 1.2
@@ -21,7 +24,8 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.3: PciDeviceList 1.4; destroy and a save to ERROR leave the
     #              allocations to the compute, which releases them as it frees the
     #              devices (ComputeNode 1.5)
-    VERSION = "1.3"
+    # Version 1.4: added flavor and image_ref
+    VERSION = "1.4"
 
     fields = {
         "id": fields.IntegerField(),
@@ -36,16 +40,25 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         "vcpus": fields.IntegerField(nullable=True),
         "memory_mb": fields.IntegerField(nullable=True),
         "root_gb": fields.IntegerField(nullable=True),
+        "image_ref": fields.StringField(nullable=True),
         "launched_at": fields.DateTimeField(nullable=True),
         "terminated_at": fields.DateTimeField(nullable=True),
         "pci_requests": fields.ObjectField("InstancePCIRequests", nullable=True),
         "pci_devices": fields.ObjectField("PciDeviceList", nullable=True),
+        "flavor": fields.ObjectField("Flavor", nullable=True),
         **base.PcisimPersistentObject.fields,
     }
     obj_relationships = {
         "pci_requests": [("1.0", "1.1")],
         "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3"), ("1.3", "1.4")],
+        "flavor": [("1.4", "1.0")],
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 4):
+            primitive.pop("flavor", None)
+            primitive.pop("image_ref", None)
 
     @classmethod
     def _from_db_object(cls, context, instance, row, expected_attrs=()):
@@ -62,6 +75,8 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
             self.pci_requests = InstancePCIRequests.get_by_instance_uuid(self._context, self.uuid)
         elif attrname == "pci_devices":
             self.pci_devices = PciDeviceList.get_by_instance_uuid(self._context, self.uuid)
+        elif attrname == "flavor":
+            self.flavor = self.get_flavor(self._context, self.uuid)
         else:
             super().obj_load_attr(attrname)
         self.obj_reset_changes([attrname])
@@ -85,13 +100,22 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         row = db_api.instance_get_by_uuid(context, uuid)
         return cls._from_db_object(context, cls(), row, expected_attrs or ())
 
+    @classmethod
+    @base.remotable
+    def get_flavor(cls, context, uuid):
+        """The copy of the flavor the live instance ``uuid`` was built from, or None."""
+        return Flavor.from_json(db_api.instance_extra_get_by_instance_uuid(context, uuid).flavor)
+
     @base.remotable
     def create(self):
-        """Insert the instance with its PCI requests; ``InstanceExists`` on a dup uuid."""
+        """Insert the instance with its PCI requests and flavor; ``InstanceExists`` on
+        a dup uuid."""
         names = self._set_field_names()
         extra = {}
         if self.obj_attr_is_set("pci_requests") and self.pci_requests is not None:
             extra["pci_requests"] = self.pci_requests.to_json()
+        if self.obj_attr_is_set("flavor") and self.flavor is not None:
+            extra["flavor"] = self.flavor.to_json()
         row = db_api.instance_create(self._context, self._db_values(names), extra=extra)
         self._from_db_object(self._context, self, row)
 
@@ -144,11 +168,12 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.1: Instance 1.1, added get_all
     # Version 1.2: Instance 1.2
     # Version 1.3: Instance 1.3
-    VERSION = "1.3"
+    # Version 1.4: Instance 1.4
+    VERSION = "1.4"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
     obj_relationships = {
-        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3")]
+        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3"), ("1.4", "1.4")]
     }
 
     @classmethod

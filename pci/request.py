@@ -226,11 +226,13 @@ def _resolved(request, pairs, aliases):
     return [(aliases[name], count) for name, count in pairs]
 
 
-def build_requests(request, aliases):
+def build_requests(request, aliases, numa_policy=None):
     """One ``InstancePCIRequest`` per item of ``request`` (see :func:`parse_request`).
 
     Each carries the count, the alias's specs (with ``dev_type`` when the alias has
-    a device_type), the alias name and NUMA policy, and a fresh ``request_id``.
+    a device_type), the alias name and NUMA policy, and a fresh ``request_id``. A
+    ``numa_policy`` given (a flavor's ``hw:pci_numa_affinity_policy``) overrides every
+    alias's, as in Nova.
     """
     return [
         InstancePCIRequest(
@@ -238,16 +240,18 @@ def build_requests(request, aliases):
             spec=alias.request_specs(),
             alias_name=alias.name,
             request_id=str(uuid.uuid4()),
-            numa_policy=alias.numa_policy,
+            numa_policy=numa_policy or alias.numa_policy,
         )
         for alias, count in parse_request(request, aliases)
     ]
 
 
-def build_instance_requests(context, instance_uuid, request, aliases):
+def build_instance_requests(context, instance_uuid, request, aliases, numa_policy=None):
     """The ``InstancePCIRequests`` of one instance, from :func:`build_requests`."""
     return InstancePCIRequests(
-        context, instance_uuid=instance_uuid, requests=build_requests(request, aliases)
+        context,
+        instance_uuid=instance_uuid,
+        requests=build_requests(request, aliases, numa_policy),
     )
 
 

@@ -98,6 +98,19 @@ api_opts = [
         help="Token every HTTP API request must carry in its X-Auth-Token header; unset, "
         "the API takes requests without one and listens only on a loopback address.",
     ),
+    cfg.ListOpt(
+        "users",
+        default=[],
+        secret=True,
+        help="name:password of each user the identity face (/identity/v3) issues a token "
+        "to when [api] auth_token is set; the token it issues is auth_token.",
+    ),
+    cfg.ListOpt(
+        "images",
+        default=["cirros-0.6.3", "ubuntu-24.04"],
+        help="Names of the images the Nova face's minimal image service lists (servers "
+        "are booted from one by id); each id is derived from its name.",
+    ),
 ]
 
 scheduler_opts = [

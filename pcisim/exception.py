@@ -251,3 +251,46 @@ class UndeclaredResponse(PcisimException):
 
 class ServiceStopping(PcisimException):
     msg_fmt = "%(binary)s was asked to stop while it waited for %(awaited)s."
+
+
+class InvalidAPIVersionString(Invalid):
+    msg_fmt = (
+        "API Version String %(version)s is of invalid format. Must be of format MajorNum.MinorNum."
+    )
+
+
+class InvalidGlobalAPIVersion(PcisimException):
+    msg_fmt = (
+        "Version %(req_ver)s is not supported by the API. Minimum is %(min_ver)s and "
+        "maximum is %(max_ver)s."
+    )
+    code = 406
+
+
+class FlavorNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s could not be found."
+
+
+class FlavorExists(Conflict):
+    msg_fmt = "Flavor with name %(name)s already exists."
+
+
+class FlavorIdExists(Conflict):
+    msg_fmt = "Flavor with ID %(flavor_id)s already exists."
+
+
+class FlavorExtraSpecsNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s has no extra specs with key %(extra_specs_key)s."
+
+
+class InvalidFlavorExtraSpec(Invalid):
+    msg_fmt = "Invalid flavor extra spec %(key)s=%(value)r: %(reason)s"
+
+
+class ImageNotFound(NotFound):
+    msg_fmt = "Image %(image_id)s could not be found."
+
+
+class AuthenticationFailed(PcisimException):
+    msg_fmt = "The request you have made requires authentication."
+    code = 401

@@ -22,6 +22,9 @@ from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import trace
 from pcisim.api import errors, hypervisors, openapi, pci_devices, schemas, servers, validation
+from pcisim.api.nova import face as nova_face
+from pcisim.api.nova import identity as nova_identity
+from pcisim.api.nova import routes as nova_routes
 
 LOG = logging.getLogger(__name__)
 ACTOR = "api"
@@ -40,6 +43,8 @@ ROUTES = (
     ("/pci-devices", "GET", pci_devices.list_pci_devices),
     ("/pci-devices/<int:device_id>", "GET", pci_devices.show_pci_device),
 )
+# Nova's compute API, with its image and identity faces (``pcisim.api.nova``).
+NOVA_ROUTES = nova_routes.ROUTES
 
 
 @dataclasses.dataclass
@@ -47,17 +52,30 @@ class Api:
     """What handlers act through."""
 
     compute: object  # compute.api.API
+    identity: object = None  # nova.identity.Issuer; create_app sets it
 
 
-def create_app(api, auth_token=None):
+def create_app(api, auth_token=None, users=()):
     """The WSGI application; with ``auth_token``, every request (the OpenAPI document
-    too) must carry it in ``X-Auth-Token`` or is answered 401 before anything runs."""
+    too, not version documents nor a request for a token) must carry it in
+    ``X-Auth-Token`` or is answered 401 before anything runs. The identity face issues
+    that token to ``users`` (``name:password`` entries)."""
+    if api.identity is None:
+        api = dataclasses.replace(api, identity=nova_identity.Issuer.from_config(auth_token, users))
     app = flask.Flask("pcisim.api")
     app.json.sort_keys = False
     app.config["MAX_CONTENT_LENGTH"] = schemas.MAX_BODY_BYTES
     for path, method, handler in ROUTES:
         app.add_url_rule(path, f"{method} {path}", _endpoint(api, handler), methods=[method])
-    document = openapi.document(ROUTES, auth_header=AUTH_HEADER if auth_token else None)
+    for path, method, handler in NOVA_ROUTES:
+        view = nova_face.endpoint(api, handler)
+        app.add_url_rule(path, f"{method} {path}", view, methods=[method], strict_slashes=False)
+    document = openapi.document(
+        ROUTES + NOVA_ROUTES,
+        auth_header=AUTH_HEADER if auth_token else None,
+        error_schema=error_schema,
+        is_open=nova_face.is_open,
+    )
     app.add_url_rule("/openapi.json", "openapi", lambda: document)
     app.register_error_handler(Exception, _error_response)
     app.before_request(_begin_request)
@@ -91,12 +109,19 @@ def _with_healthcheck(wsgi_app):
     return dispatch
 
 
+def error_schema(path):
+    """The schema of the error bodies answered at ``path``: each face has its own."""
+    return nova_face.error_schema(path) if nova_face.owns(path) else schemas.ERROR
+
+
 def _authenticator(auth_token):
     """A before-request check of ``X-Auth-Token`` against ``auth_token``, in constant
     time. Neither token is ever logged."""
     expected = auth_token.encode()
 
     def authenticate():
+        if nova_face.is_open(flask.request.path):
+            return None
         given = flask.request.headers.get(AUTH_HEADER)
         if given is None:
             return _unauthorized("auth.required", f"This API requires an {AUTH_HEADER} header.")
@@ -176,6 +201,8 @@ def _endpoint(api, handler):
 
 
 def _error_response(error):
+    if nova_face.owns(flask.request.path):
+        return nova_face.error_response(error)
     if isinstance(error, errors.ApiError):
         return flask.jsonify(errors.body(error.code, error.message)), error.status
     if isinstance(error, http_exceptions.HTTPException):

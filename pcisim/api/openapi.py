@@ -8,19 +8,36 @@ from pcisim.api import schemas, validation
 
 # NOTE: the values a route's converter lets through that can name something: the int
 # converter takes no sign, and no id is above MAX_ID.
-CONVERTERS = {"int": schemas.ID, "uuid": schemas.UUID}
+CONVERTERS = {
+    "int": schemas.ID,
+    "uuid": schemas.UUID,
+    "string": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
+}
 PATH_VALUE = re.compile(r"<(\w+):(\w+)>")
 
 
-def document(routes, auth_header=None):
-    """The document of ``routes``; with ``auth_header``, every operation requires that
-    header (an API key security scheme) and may answer 401."""
-    paths = {}
+def document(routes, auth_header=None, error_schema=None, is_open=None):
+    """The document of ``routes``; with ``auth_header``, every operation but those at
+    paths that ``is_open`` requires that header (an API key security scheme) and may
+    answer 401. ``error_schema(path)`` is the schema of the error bodies answered at a
+    path (default: pcisim's)."""
+    error_schema = error_schema or (lambda path: schemas.ERROR)
+    is_open = is_open or (lambda path: False)
+    paths, named = {}, {}
     for path, method, handler in routes:
         openapi_path = PATH_VALUE.sub(r"{\2}", path)
-        operation = _operation(path, handler)
-        if auth_header:
-            operation["responses"]["401"] = _error_response(f"missing or wrong {auth_header}")
+        operation = _operation(path, handler, error_schema(path))
+        # NOTE: a handler served at several paths (Nova's image routes) gets an
+        # operationId per path, as the document requires.
+        named[handler] = named.get(handler, 0) + 1
+        if named[handler] > 1:
+            operation["operationId"] += f"_{named[handler]}"
+        if auth_header and is_open(path):
+            operation["security"] = []
+        elif auth_header:
+            operation["responses"]["401"] = _error_response(
+                f"missing or wrong {auth_header}", schemas.ERROR
+            )
         paths.setdefault(openapi_path, {})[method.lower()] = operation
     document = {
         "openapi": "3.1.0",
@@ -39,7 +56,7 @@ def document(routes, auth_header=None):
     return document
 
 
-def _operation(path, handler):
+def _operation(path, handler, error_schema):
     declaration = validation.declared(handler)
     operation = {
         "operationId": handler.__name__,
@@ -47,7 +64,7 @@ def _operation(path, handler):
         "responses": {
             **_success_response(declaration.response),
             **{
-                status: _error_response(description)
+                status: _error_response(description, error_schema)
                 for status, description in _errors(path, declaration).items()
             },
         },
@@ -81,7 +98,7 @@ def _errors(path, declaration):
     if declaration.request_body_schema is not None:
         errors["413"] = "body over 1 MiB"
         errors["415"] = "body not application/json"
-    return errors
+    return {**errors, **declaration.errors}
 
 
 def _path_parameters(path):
@@ -99,8 +116,8 @@ def _query_parameters(query_schema):
     ]
 
 
-def _error_response(description):
-    return {"description": description, **_json(schemas.ERROR)}
+def _error_response(description, error_schema):
+    return {"description": description, **_json(error_schema)}
 
 
 def _json(schema):

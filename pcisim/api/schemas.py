@@ -104,6 +104,9 @@ def _nullable(type_, **keywords):
     return {"type": [type_, "null"], **keywords}
 
 
+# The helpers under the names other faces' schemas use them by.
+exact_object, list_of, nullable = _object, _list, _nullable
+
 STRING, INTEGER = {"type": "string"}, {"type": "integer"}
 TIME = _nullable("string", format="date-time")
 PCI_DEVICE = _object(

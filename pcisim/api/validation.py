@@ -48,6 +48,9 @@ class Declaration:
     request_body_schema: dict | None = None
     query_schema: dict | None = None
     response: Response | None = None
+    # Statuses the handler may answer besides those its schemas and path imply
+    # (``openapi``): a 409 when what it creates exists already, say.
+    errors: dict = dataclasses.field(default_factory=dict)
 
 
 def schema(request_body_schema):
@@ -67,6 +70,12 @@ def response_body_schema(response_body_schema, status=200):
     """Declare the status the handler answers when it succeeds, and the JSON schema of
     the body it then returns (None: it returns None, and the response has no body)."""
     return _declaring(response=Response(status, response_body_schema))
+
+
+def error_statuses(**described):
+    """Declare statuses the handler may answer besides those its schemas and path
+    imply, each with what it means: ``error_statuses(**{"409": "it exists"})``."""
+    return _declaring(errors=described)
 
 
 def _declaring(**declared):

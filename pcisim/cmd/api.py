@@ -40,7 +40,10 @@ def build_service():
     objects_base.set_indirection_api(conductor_rpcapi.ConductorAPI(transport))
     dbaccess.forbid(BINARY)
     api = api_app.Api(compute=compute_api.API(transport, aliases))
-    app = api_app.create_app(api, auth_token=CONF.api.auth_token)
+    try:
+        app = api_app.create_app(api, auth_token=CONF.api.auth_token, users=CONF.api.users)
+    except exception.Invalid as error:
+        sys.exit(f"{BINARY}: {error}")
     try:
         return wsgi.WSGIService(app, CONF.api.listen, CONF.api.port)
     except OSError as error:

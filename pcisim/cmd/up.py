@@ -90,6 +90,7 @@ def build(transport_url=None):
     wsgi.check_listen(CONF.api.listen, CONF.api.auth_token)
     cmd.configure_database()
     migration.db_sync()
+    create_demo_flavors(aliases)
     conductor = conductor_service.ConductorService(transport_url)
     conductor_service.register()
     dbaccess.forbid("pcisim up (outside the conductor)")
@@ -100,10 +101,40 @@ def build(transport_url=None):
         for host, driver in hosts.items()
     ]
     app = api_app.create_app(
-        api_app.Api(compute=compute_api.API(transport, aliases)), auth_token=CONF.api.auth_token
+        api_app.Api(compute=compute_api.API(transport, aliases)),
+        auth_token=CONF.api.auth_token,
+        users=CONF.api.users,
     )
     api = wsgi.WSGIService(app, CONF.api.listen, CONF.api.port if CONF.port is None else CONF.port)
     return [conductor, *computes, api], api.url
+
+
+def demo_flavors(aliases):
+    """The flavors a first start creates for the Nova face: ``m1.small``, and one per
+    PCI alias (``gpu.small`` asks for one ``gpu``)."""
+    small = {"memory_mb": 2048, "vcpus": 2, "root_gb": 10}
+    flavors = [("m1.small", {})]
+    flavors += [(f"{name}.small", {"pci_passthrough:alias": f"{name}:1"}) for name in aliases]
+    return [
+        ({"flavorid": name, "name": name, **small, "description": None}, extra_specs)
+        for name, extra_specs in flavors
+    ]
+
+
+def create_demo_flavors(aliases):
+    """Create the demo flavors a previous start did not (run before the database is
+    handed to the conductor)."""
+    from pcisim import context as pcisim_context
+    from pcisim.compute import flavors as compute_flavors
+    from pcisim.objects.flavor import Flavor
+
+    context = pcisim_context.get_admin_context()
+    for values, extra_specs in demo_flavors(aliases):
+        compute_flavors.check_extra_specs(extra_specs, aliases, values["vcpus"])
+        try:
+            Flavor(context, extra_specs=extra_specs, **values).create()
+        except (exception.FlavorIdExists, exception.FlavorExists):
+            LOG.debug("Flavor %s exists already", values["name"])
 
 
 def banner(url):
@@ -115,6 +146,9 @@ def banner(url):
         f"\n  pcisim{url_option} server create gpu-vm --pci gpu:1 --wait"
         f"\n  pcisim{url_option} server show SERVER_ID      # its host and GPU, allocated"
         f"\n  pcisim{url_option} server delete SERVER_ID --wait\n"
+        f"\nOpenStack tools (Nova's API; clouds.yaml in the README):"
+        f"\n  openstack --os-auth-type none --os-endpoint {url}/v2.1 "
+        f"--os-identity-api-version 3 server list\n"
         f"{_trace_hint()}",
         flush=True,
     )

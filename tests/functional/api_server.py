@@ -56,9 +56,10 @@ def sqlite_plane(tmp_path_factory):
         scratch.drop()
 
 
-def app(plane, auth_token=None):
-    """The HTTP API of ``plane``, requiring ``auth_token`` when one is given."""
-    return api_app.create_app(api_app.Api(compute=plane.api), auth_token=auth_token)
+def app(plane, auth_token=None, users=()):
+    """The HTTP API of ``plane``, requiring ``auth_token`` when one is given (which
+    the identity face issues to ``users``, ``name:password`` entries)."""
+    return api_app.create_app(api_app.Api(compute=plane.api), auth_token=auth_token, users=users)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
 from pcisim import testing
-from pcisim.api import app
+from pcisim.api import app, openapi
+from pcisim.api.nova import images
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.db import engine
 from pcisim.pci.devspec import DeviceSpecList
@@ -23,13 +24,26 @@ from tests import backends
 from tests.functional import api_server
 
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
+GPU_FLAVOR = {
+    "flavorid": "gpu",
+    "name": "gpu",
+    "memory_mb": 512,
+    "vcpus": 1,
+    "root_gb": 1,
+    "ephemeral_gb": 0,
+    "swap": 0,
+    "is_public": True,
+    "disabled": False,
+    "description": None,
+}
+GPU_SPECS = {"pci_passthrough:alias": "gpu:1"}
 
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     """One node of two NUMA nodes: two GPUs and a PF with two VFs. One server holds a
     GPU, one a VF (so its PF is unavailable), and one asked for more GPUs than there
-    are and is in ERROR with a fault."""
+    are and is in ERROR with a fault. A flavor "gpu" asks for a GPU."""
     scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
     reset = engine.context_manager.patch_factory(scratch.manager)
     node = "node1=gpus=2,pfs=1,vfs_per_pf=2,numa_nodes=2"
@@ -38,6 +52,7 @@ def plane(tmp_path_factory):
     with testing.ControlPlane(drivers, specs, parse_aliases(api_server.ALIASES)) as running:
         for pci_requests, state in (("gpu:1", "active"), ("vf:1", "active"), ("gpu:3", "error")):
             assert running.boot(pci_requests=pci_requests)[1] == state
+        running.api.create_flavor(running.context, extra_specs=GPU_SPECS, **GPU_FLAVOR)
         yield running
     reset()
     scratch.drop()
@@ -50,7 +65,7 @@ def api_schema(plane):
 
 def _operations(schema):
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == len(app.ROUTES)
+    assert len(operations) == len(app.ROUTES) + len(app.NOVA_ROUTES)
     return operations
 
 
@@ -59,7 +74,14 @@ def _conforms(case):
 
 
 def _takes_input(operation):
-    return bool(operation.path_parameters or operation.query or operation.body)
+    """Whether some value the operation takes can be invalid. NOTE: a path segment of
+    any text (a Nova flavor id) has no invalid value a URL can carry."""
+    checked = [
+        parameter
+        for parameter in operation.path_parameters
+        if parameter.definition["schema"] != openapi.CONVERTERS["string"]
+    ]
+    return bool(checked or operation.query or operation.body)
 
 
 @pytest.mark.parametrize("mode", list(EXAMPLES), ids=str)
@@ -91,6 +113,12 @@ def _existing(plane):
         "server_id": [server["id"] for server in servers],
         "node_id": [node["id"] for node in client.get("/hypervisors").json["hypervisors"]],
         "device_id": [device["id"] for device in devices],
+        "flavor_id": [GPU_FLAVOR["flavorid"]],
+        "hypervisor_id": [
+            str(node["id"]) for node in client.get("/v2.1/os-hypervisors").json["hypervisors"]
+        ],
+        "image_ref": [images.image_id(name) for name in images.CONF.api.images],
+        "key": list(GPU_SPECS),
     }
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from pcisim import conf as pcisim_conf
 from pcisim import testing, trace
+from pcisim.api import app, openapi
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
@@ -176,7 +177,7 @@ def test_the_openapi_document_describes_every_route(client):
         "/hypervisors/{node_id}/pci-tree",
         "/pci-devices",
         "/pci-devices/{device_id}",
-    }
+    } | {openapi.PATH_VALUE.sub(r"{\2}", path) for path, _, _ in app.NOVA_ROUTES}
 
 
 def test_every_response_carries_the_request_id_its_messages_are_traced_under(client):

@@ -11,7 +11,7 @@ import pytest
 from pcisim import testing
 from tests import backends
 from tests.conftest import RABBIT_URL
-from tests.functional import flows, processes
+from tests.functional import flows, nova_cloud, processes
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +104,26 @@ def test_pci_servers_boot_and_delete_across_processes(cloud):
 def test_the_api_answers_its_healthcheck(cloud):
     with urllib.request.urlopen(f"{cloud['api'].url}/healthcheck", timeout=30) as response:
         assert response.status == 200
+
+
+def test_the_openstack_cli_boots_shows_and_deletes_a_vf_server_across_processes(cloud, tmp_path):
+    api = cloud["api"].url
+    flavor = {"name": "vf.pair", "id": "vf.pair", "ram": 512, "vcpus": 1, "disk": 1}
+    assert _http("POST", f"{api}/v2.1/flavors", {"flavor": flavor})[0] == 200
+    specs = {"extra_specs": {"pci_passthrough:alias": "vf:2"}}
+    assert _http("POST", f"{api}/v2.1/flavors/vf.pair/os-extra_specs", specs)[0] == 200
+
+    def openstack(*args):
+        return nova_cloud.openstack(api, tmp_path, *args)
+
+    image = ("--image", "cirros-0.6.3", "--nic", "none")
+    created = openstack("server", "create", "--flavor", "vf.pair", *image, "--wait", "vf-vm")
+    assert created.returncode == 0, created.stderr
+    shown = json.loads(openstack("server", "show", "vf-vm", "-f", "json").stdout)
+    assert shown["OS-EXT-SRV-ATTR:host"] == "compute-2"
+    assert shown["properties"]["os-pci:pci_devices"].count("type-VF allocated") == 2
+    assert openstack("server", "delete", "--wait", "vf-vm").returncode == 0
+    testing.wait_until(lambda: {d["status"] for d in flows.devices()} == {"available"}, 60)
 
 
 def test_every_service_stops_cleanly_on_sigterm(cloud):

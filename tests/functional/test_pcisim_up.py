@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import os
 import pathlib
 import re
 import signal
@@ -14,6 +15,7 @@ import urllib.request
 import pytest
 
 PCISIM = pathlib.Path(sys.executable).with_name("pcisim")
+OPENSTACK = pathlib.Path(sys.executable).with_name("openstack")
 
 
 def _cli(url, *args, cwd=None):
@@ -123,6 +125,40 @@ def test_the_readme_commands_boot_show_and_delete_a_gpu_server(up):
     shown = _cli(url, "server", "show", server["id"])
     assert "allocated" in shown.stdout and "type-PCI" in shown.stdout
     assert _cli(url, "server", "delete", server["id"], "--wait").returncode == 0
+    devices = json.loads(_cli(url, "pci", "list", "--status", "allocated", "-f", "json").stdout)
+    assert devices == []
+
+
+def _readme_clouds_yaml(url):
+    """The README's clouds.yaml, pointed at ``url``."""
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    text = re.search(r"```yaml\n(clouds:.*?)```", readme, re.S).group(1)
+    return text.replace("http://127.0.0.1:8774", url)
+
+
+def test_the_readme_openstack_commands_boot_show_and_delete_a_gpu_server(up, tmp_path):
+    url, _ = up
+    config = tmp_path / ".config" / "openstack"
+    config.mkdir(parents=True)
+    (config / "clouds.yaml").write_text(_readme_clouds_yaml(url))
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+
+    def openstack(*args):
+        return subprocess.run(
+            [str(OPENSTACK), "--os-cloud", "pcisim", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**environment, "HOME": str(tmp_path)},
+        )
+
+    create = ("server", "create", "--flavor", "gpu.small", "--image", "cirros-0.6.3")
+    created = openstack(*create, "--nic", "none", "--wait", "os-gpu-vm", "-f", "json")
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["status"] == "ACTIVE"
+    shown = json.loads(openstack("server", "show", "os-gpu-vm", "-f", "json").stdout)
+    assert "10de:1eb8 type-PCI allocated" in shown["properties"]["os-pci:pci_devices"]
+    assert openstack("server", "delete", "--wait", "os-gpu-vm").returncode == 0
     devices = json.loads(_cli(url, "pci", "list", "--status", "allocated", "-f", "json").stdout)
     assert devices == []
 

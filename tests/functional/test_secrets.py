@@ -182,9 +182,11 @@ def test_the_options_holding_secrets_are_masked_when_options_are_logged(config, 
         ("transport_url", None): RABBIT,
         ("connection", "database"): MYSQL,
         ("auth_token", "api"): PASSWORD + "-token",
+        ("users", "api"): [f"alice:{PASSWORD}"],
     }
     with config_overrides.overridden(config, values), caplog.at_level(logging.DEBUG):
         pcisim_conf.CONF.log_opt_values(logging.getLogger("options"), logging.DEBUG)
 
     assert "transport_url" in caplog.text and "auth_token" in caplog.text
+    assert "users" in caplog.text
     assert PASSWORD not in caplog.text

@@ -31,7 +31,7 @@ def test_a_swap_lost_to_another_claim_is_chosen_again_and_counted(db, ctxt):
 
     before = scheduler.generation_conflicts()
     with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, another_claim):
-        host, nodename, allocation = scheduler.Scheduler().claim_destination(ctxt, instance)
+        host, nodename, allocation, _ = scheduler.Scheduler().claim_destination(ctxt, instance)
 
     assert (host, nodename) == (node.host, node.hypervisor_hostname)
     assert allocation == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
@@ -47,7 +47,7 @@ def test_a_claim_rolled_back_by_a_deadlock_is_chosen_again(db, ctxt):
         raise db_exc.DBDeadlock()
 
     with faults.inject(faults.BEFORE_ALLOCATION_CLAIM, faults.once(deadlock)):
-        host, _, allocation = scheduler.Scheduler().claim_destination(ctxt, instance)
+        host, _, allocation, _ = scheduler.Scheduler().claim_destination(ctxt, instance)
 
     assert host == node.host
     assert allocations.get_by_consumer(ctxt, instance.uuid) == {node.id: allocation}

@@ -22,7 +22,7 @@ def _choice(ctxt, chooser):
     every choice sees the same nodes."""
     instance = Instance(uuid=str(uuid.uuid4()), vcpus=1, memory_mb=512, root_gb=1)
     instance.pci_requests = None
-    host, _, _ = chooser.claim_destination(ctxt, instance)
+    host, _, _, _ = chooser.claim_destination(ctxt, instance)
     allocations.release(ctxt, instance.uuid)
     return host
 

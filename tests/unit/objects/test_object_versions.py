@@ -8,6 +8,7 @@ from oslo_versionedobjects import fixture
 from pcisim import objects
 from pcisim.objects import base
 from pcisim.objects.compute_node import ComputeNode
+from pcisim.objects.flavor import Flavor
 from pcisim.objects.instance import Instance
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
@@ -21,10 +22,12 @@ objects.register_all()
 EXPECTED_FINGERPRINTS = {
     "ComputeNode": "1.5-91e4c5c17fab9741afc2140fb830e2cc",
     "ComputeNodeList": "1.5-2869e5881bb3692cefc9723beaeb30f7",
-    "Instance": "1.3-e1508aedd5d903a262694f638c8c8773",
+    "Flavor": "1.0-ce643c5f7bf038de2a210f4f5c099837",
+    "FlavorList": "1.0-1275b55e9dd34d1cc92f1a8698c7319a",
+    "Instance": "1.4-7b66285282dfe012703af355f1efa89b",
     "InstanceFault": "1.0-fc58e91322d1961c3ef8e6ead42430f1",
     "InstanceFaultList": "1.0-f8ec07cbe3b60f5f07a8b7a06311ac0d",
-    "InstanceList": "1.3-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
+    "InstanceList": "1.4-3ec473f1ad8bb7c8d43f8e5b0c1f2498",
     "InstancePCIRequest": "1.1-98e064b6abafcb39990b9db9e8933b40",
     "InstancePCIRequests": "1.1-198e10e769b4369ee21d4e52e92be283",
     "PciDevice": "1.1-6734b954f8f636ef7fb3256b07846378",
@@ -37,7 +40,7 @@ EXPECTED_FINGERPRINTS = {
 
 EXPECTED_DEPENDENCIES = {
     "ComputeNode": {"PciDevicePoolList": "1.2"},
-    "Instance": {"InstancePCIRequests": "1.1", "PciDeviceList": "1.4"},
+    "Instance": {"Flavor": "1.0", "InstancePCIRequests": "1.1", "PciDeviceList": "1.4"},
 }
 
 
@@ -203,3 +206,27 @@ def test_service_list_1_0_carries_services_1_0():
     (child,) = services.obj_to_primitive(target_version="1.0")["pcisim_object.data"]["objects"]
     assert child["pcisim_object.version"] == "1.0"
     assert "version" not in child["pcisim_object.data"]
+
+
+def test_instance_1_3_has_no_flavor_nor_image():
+    flavor = Flavor(flavorid="1", name="m1", memory_mb=512, vcpus=1, root_gb=1, extra_specs={})
+    instance = Instance(uuid=str(uuid.uuid4()), image_ref="cirros", flavor=flavor)
+
+    data = instance.obj_to_primitive(target_version="1.3")["pcisim_object.data"]
+
+    assert "flavor" not in data and "image_ref" not in data
+
+
+def test_an_instance_keeps_its_flavor_copy_through_json():
+    flavor = Flavor(
+        flavorid="gpu",
+        name="g1",
+        memory_mb=2048,
+        vcpus=2,
+        root_gb=10,
+        extra_specs={"pci_passthrough:alias": "gpu:1"},
+    )
+
+    copy = Flavor.from_json(flavor.to_json())
+
+    assert (copy.flavorid, copy.extra_specs) == ("gpu", {"pci_passthrough:alias": "gpu:1"})
