@@ -119,9 +119,6 @@ class Cloud:
         _run(["pcisim-manage", "--config-file", config, "db", "sync"])
         for n in range(CONDUCTORS):
             self._spawn(f"conductor-{n}", "pcisim-conductor")
-        # NOTE: a compute's first call is lost if no conductor listens yet (issue 16).
-        for n in range(CONDUCTORS):
-            self._wait_logged(f"conductor-{n}", "pcisim-conductor listening on topic")
         for host, inventory in self.inventories.items():
             self._spawn(
                 host, "pcisim-compute", DEFAULT={"host": host}, compute={"inventory": inventory}
@@ -139,14 +136,6 @@ class Cloud:
             start_new_session=True,
         )
         self.processes[name] = (process, log)
-
-    def _wait_logged(self, name, text):
-        deadline = time.monotonic() + START_TIMEOUT
-        while text not in (self.directory / f"{name}.log").read_text():
-            self.check_running()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name} did not log {text!r} in {START_TIMEOUT} s")
-            time.sleep(0.1)
 
     def _config(self, name, **sections):
         values = {section: dict(options) for section, options in self.base.items()}
