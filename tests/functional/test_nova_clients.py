@@ -47,6 +47,24 @@ def _json(result):
     return json.loads(result.stdout)
 
 
+def _boot_gpu_server(cli, name, *options):
+    """``openstack server create --wait`` of a ``gpu.small`` server named ``name``; the
+    CompletedProcess."""
+    return cli(
+        "server",
+        "create",
+        "--flavor",
+        "gpu.small",
+        "--image",
+        "cirros-0.6.3",
+        "--nic",
+        "none",
+        "--wait",
+        name,
+        *options,
+    )
+
+
 # ---------------------------------------------------------------------- openstacksdk
 
 
@@ -116,22 +134,7 @@ def test_the_cli_creates_and_shows_a_flavor_with_a_pci_alias(cli):
 
 
 def test_the_cli_boots_lists_shows_and_deletes_a_gpu_server(cli):
-    created = _json(
-        cli(
-            "server",
-            "create",
-            "--flavor",
-            "gpu.small",
-            "--image",
-            "cirros-0.6.3",
-            "--nic",
-            "none",
-            "--wait",
-            "cli-vm",
-            "-f",
-            "json",
-        )
-    )
+    created = _json(_boot_gpu_server(cli, "cli-vm", "-f", "json"))
     assert created["status"] == "ACTIVE"
 
     listed = _json(cli("server", "list", "-f", "json"))
@@ -143,30 +146,8 @@ def test_the_cli_boots_lists_shows_and_deletes_a_gpu_server(cli):
 
 
 def test_the_cli_shows_the_fault_of_a_boot_that_cannot_fit(cli):
-    first = cli(
-        "server",
-        "create",
-        "--flavor",
-        "gpu.small",
-        "--image",
-        "cirros-0.6.3",
-        "--nic",
-        "none",
-        "--wait",
-        "fits",
-    )
-    second = cli(
-        "server",
-        "create",
-        "--flavor",
-        "gpu.small",
-        "--image",
-        "cirros-0.6.3",
-        "--nic",
-        "none",
-        "--wait",
-        "does-not-fit",
-    )
+    first = _boot_gpu_server(cli, "fits")
+    second = _boot_gpu_server(cli, "does-not-fit")
     try:
         assert first.returncode == 0 and second.returncode != 0
         shown = _json(cli("server", "show", "does-not-fit", "-f", "json"))
