@@ -38,7 +38,8 @@ def vf(ctxt, node, address="0000:81:00.1", **values):
 
 
 def new_pf(ctxt, node, address="0000:82:00.0"):
-    """A PF that was never saved, with the fields the PCI tracker sets."""
+    """A PF that was never saved, with the fields the PCI tracker sets (uuid, dev_id and
+    extra_info stay unset)."""
     return PciDevice(
         ctxt,
         compute_node_id=node.id,
@@ -48,7 +49,8 @@ def new_pf(ctxt, node, address="0000:82:00.0"):
         dev_type="type-PF",
         status="available",
         label="label_8086_1521",
+        numa_node=0,
+        parent_addr=None,
         instance_uuid=None,
         request_id=None,
-        numa_node=0,
     )

@@ -11,7 +11,7 @@ from oslo_serialization import jsonutils
 from pcisim import exception
 from pcisim.db import engine, models
 from pcisim.objects import base, fields
-from pcisim.objects.pci_device import PciDevice, PciDeviceList
+from pcisim.objects.pci_device import PciDeviceList
 from tests import object_factories
 
 A = "11111111-1111-1111-1111-111111111111"
@@ -47,24 +47,6 @@ def _assert_stored(device, row):
             assert values[name] == value, name
 
 
-def _pf(ctxt, node, address="0000:82:00.0"):
-    """A new PF with only the fields the tracker sets (no uuid, dev_id, extra_info)."""
-    return PciDevice(
-        ctxt,
-        compute_node_id=node.id,
-        address=address,
-        vendor_id="8086",
-        product_id="1521",
-        dev_type="type-PF",
-        status="available",
-        label="pf",
-        numa_node=0,
-        parent_addr=None,
-        instance_uuid=None,
-        request_id=None,
-    )
-
-
 def test_save_batch_given_whole_devices_answers_with_them_as_stored(db, ctxt):
     node = object_factories.compute_node(ctxt)
     kept = [object_factories.vf(ctxt, node, f"0000:81:00.{f}") for f in (1, 2, 3)]
@@ -72,10 +54,10 @@ def test_save_batch_given_whole_devices_answers_with_them_as_stored(db, ctxt):
     kept[1].extra_info = {"capabilities": "rx,tx"}
     kept[2].status = "removed"
     # A device saved through a list keeps the fields it never set unset.
-    pf = _pf(ctxt, node, "0000:83:00.0")
+    pf = object_factories.new_pf(ctxt, node, "0000:83:00.0")
     PciDeviceList(ctxt, objects=[pf]).save()
     pf.status = "unavailable"
-    batch = PciDeviceList(ctxt, objects=[*kept, pf, _pf(ctxt, node)])
+    batch = PciDeviceList(ctxt, objects=[*kept, pf, object_factories.new_pf(ctxt, node)])
 
     stored = PciDeviceList.save_batch(ctxt, node.id, batch)
 
@@ -89,7 +71,8 @@ def test_save_batch_given_whole_devices_answers_with_them_as_stored(db, ctxt):
 
 def test_saved_devices_take_what_the_database_decided(db, ctxt):
     node = object_factories.compute_node(ctxt)
-    devices = PciDeviceList(ctxt, objects=[_pf(ctxt, node), _pf(ctxt, node, "0000:83:00.0")])
+    pfs = [object_factories.new_pf(ctxt, node, a) for a in ("0000:82:00.0", "0000:83:00.0")]
+    devices = PciDeviceList(ctxt, objects=pfs)
     devices.save()
     devices[0].status = "unavailable"
     devices[1].status = "removed"
@@ -121,7 +104,7 @@ def test_save_batch_answers_only_new_ids_the_time_and_the_rows_not_found(db, ctx
     _archive(gone.address)
     claim = {"status": "claimed", "instance_uuid": A, "request_id": A}
     changes = {
-        "create": [PciDeviceList.changes_of([_pf(ctxt, node)])[0]["create"][0]],
+        "create": [PciDeviceList.changes_of([object_factories.new_pf(ctxt, node)])[0]["create"][0]],
         "update": {kept.address: claim, gone.address: claim},
         "destroy": [removed.address],
     }
@@ -145,7 +128,7 @@ def test_a_new_device_arriving_with_a_value_its_field_refuses_is_invalid_and_not
 ):
     node = object_factories.compute_node(ctxt)
     kept = object_factories.vf(ctxt, node)
-    (new,) = PciDeviceList.changes_of([_pf(ctxt, node)])[0]["create"]
+    (new,) = PciDeviceList.changes_of([object_factories.new_pf(ctxt, node)])[0]["create"]
     changes = {"create": [{**new, "numa_node": "zero"}], "update": {kept.address: {"label": "x"}}}
 
     with pytest.raises(exception.InvalidInput, match="0000:82:00.0: numa_node"):
@@ -184,10 +167,10 @@ def test_changes_not_of_the_compact_shape_are_refused(db, ctxt, changes):
 
 def test_a_device_created_and_one_removed_at_the_same_address_both_take_their_write(db, ctxt):
     node = object_factories.compute_node(ctxt)
-    old = _pf(ctxt, node)
+    old = object_factories.new_pf(ctxt, node)
     PciDeviceList(ctxt, objects=[old]).save()
     old.status = "removed"
-    new = _pf(ctxt, node)
+    new = object_factories.new_pf(ctxt, node)
 
     PciDeviceList(ctxt, objects=[old, new]).save()
 
