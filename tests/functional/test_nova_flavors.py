@@ -52,6 +52,13 @@ def test_the_flavor_view_follows_the_microversion(client, flavor):
     assert "extra_specs" not in old and "description" not in old and old["swap"] == ""
 
 
+def test_a_flavor_links_to_itself_under_the_api_version_and_as_a_bookmark(client, flavor):
+    assert flavor["links"] == [
+        {"rel": "self", "href": f"http://localhost/v2.1/flavors/{flavor['id']}"},
+        {"rel": "bookmark", "href": f"http://localhost/flavors/{flavor['id']}"},
+    ]
+
+
 def test_a_flavor_without_an_id_gets_one(client):
     created = client.post(f"{V}/flavors", json=_flavor("no-id")).json["flavor"]
     assert len(created["id"]) == 36

@@ -103,6 +103,23 @@ def test_the_flavor_is_its_id_and_links_before_2_47(client, plane):
         _delete(client, plane, server_id)
 
 
+def test_a_server_links_to_itself_and_bookmarks_its_flavor_and_image(client, plane):
+    server_id = _create(client, plane)
+    try:
+        server = client.get(f"{V}/servers/{server_id}").json["server"]
+        assert server["links"] == [
+            {"rel": "self", "href": f"http://localhost/v2.1/servers/{server_id}"},
+            {"rel": "bookmark", "href": f"http://localhost/servers/{server_id}"},
+        ]
+        bookmarks = [server["flavor"]["links"], server["image"]["links"]]
+        assert bookmarks == [
+            [{"rel": "bookmark", "href": "http://localhost/flavors/gpu.small"}],
+            [{"rel": "bookmark", "href": f"http://localhost/images/{CIRROS}"}],
+        ]
+    finally:
+        _delete(client, plane, server_id)
+
+
 @pytest.mark.parametrize(
     ("server", "says"),
     [
