@@ -45,6 +45,18 @@ class NovaRequest:
     def link(self, path):
         return f"{self.url}{path}"
 
+    def links(self, collection, identifier):
+        """A compute resource's ``self`` and ``bookmark`` links, as Nova's views give
+        them (``collection``: ``servers``, ``flavors``)."""
+        return [
+            {"rel": "self", "href": self.link(f"{COMPUTE_PREFIX}/{collection}/{identifier}")},
+            self.bookmark(collection, identifier),
+        ]
+
+    def bookmark(self, collection, identifier):
+        """The link to a resource that names no API version."""
+        return {"rel": "bookmark", "href": self.link(f"/{collection}/{identifier}")}
+
     def at_least(self, text):
         return microversion.at_least(self.version, text)
 

@@ -17,15 +17,12 @@ EPHEMERAL = "OS-FLV-EXT-DATA:ephemeral"
 DISABLED = "OS-FLV-DISABLED:disabled"
 
 
-def links(req, flavorid):
-    return [
-        {"rel": "self", "href": req.link(f"/v2.1/flavors/{flavorid}")},
-        {"rel": "bookmark", "href": req.link(f"/flavors/{flavorid}")},
-    ]
-
-
 def summary(req, flavor):
-    view = {"id": flavor.flavorid, "name": flavor.name, "links": links(req, flavor.flavorid)}
+    view = {
+        "id": flavor.flavorid,
+        "name": flavor.name,
+        "links": req.links("flavors", flavor.flavorid),
+    }
     if req.at_least("2.55"):
         view["description"] = flavor.description
     return view

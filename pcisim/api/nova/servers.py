@@ -17,7 +17,7 @@ from oslo_utils import uuidutils
 from pcisim import exception
 from pcisim.api import servers as pcisim_servers
 from pcisim.api import validation, views
-from pcisim.api.nova import flavors, images, schemas
+from pcisim.api.nova import images, schemas
 from pcisim.objects.flavor import Flavor
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_fault import InstanceFaultList
@@ -27,15 +27,12 @@ SHOWN_PROGRESS = ("ACTIVE", "BUILD")
 PCI_DEVICES_KEY = "os-pci:pci_devices"
 
 
-def links(req, server_id):
-    return [
-        {"rel": "self", "href": req.link(f"/v2.1/servers/{server_id}")},
-        {"rel": "bookmark", "href": req.link(f"/servers/{server_id}")},
-    ]
-
-
 def summary(req, instance):
-    return {"id": instance.uuid, "name": instance.display_name, "links": links(req, instance.uuid)}
+    return {
+        "id": instance.uuid,
+        "name": instance.display_name,
+        "links": req.links("servers", instance.uuid),
+    }
 
 
 def detail(req, instance, fault=None):
@@ -116,7 +113,7 @@ def _image(req, instance):
         return ""
     return {
         "id": instance.image_ref,
-        "links": [{"rel": "bookmark", "href": req.link(f"/images/{instance.image_ref}")}],
+        "links": [req.bookmark("images", instance.image_ref)],
     }
 
 
@@ -126,7 +123,7 @@ def _flavor(req, instance):
     flavor = instance.flavor
     if not req.at_least("2.47"):
         flavorid = flavor.flavorid if flavor is not None else ""
-        return {"id": flavorid, "links": flavors.links(req, flavorid)[1:]}
+        return {"id": flavorid, "links": [req.bookmark("flavors", flavorid)]}
     view = {
         "vcpus": instance.vcpus,
         "ram": instance.memory_mb,
@@ -173,7 +170,7 @@ def create_server(api, context, req, body):
     return {
         "server": {
             "id": created[0].uuid,
-            "links": links(req, created[0].uuid),
+            "links": req.links("servers", created[0].uuid),
             "OS-DCF:diskConfig": "MANUAL",
             "security_groups": [{"name": group["name"]} for group in _groups(spec)],
             "adminPass": "pcisim",
