@@ -42,11 +42,12 @@ WRITABLE_TABLES = (
 
 
 @contextlib.contextmanager
-def sqlite_plane(tmp_path_factory):
-    """A running ``testing.ControlPlane`` with host ``host1``, on a SQLite file."""
+def sqlite_plane(tmp_path_factory, node=NODE):
+    """A running ``testing.ControlPlane`` with host ``host1`` of one ``node`` (an
+    ``[compute] inventory`` entry), on a SQLite file."""
     scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
     reset = engine.context_manager.patch_factory(scratch.manager)
-    drivers = {"host1": SimulatedDriver.from_config([NODE])}
+    drivers = {"host1": SimulatedDriver.from_config([node])}
     try:
         specs = DeviceSpecList.from_config(SPECS)
         with testing.ControlPlane(drivers, specs, parse_aliases(ALIASES)) as plane:

@@ -13,14 +13,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from pcisim import testing
 from pcisim.api import app, openapi
 from pcisim.api.nova import images
-from pcisim.compute.driver import SimulatedDriver
-from pcisim.db import engine
-from pcisim.pci.devspec import DeviceSpecList
-from pcisim.pci.request import parse_aliases
-from tests import backends
 from tests.functional import api_server
 
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
@@ -44,18 +38,12 @@ def plane(tmp_path_factory):
     """One node of two NUMA nodes: two GPUs and a PF with two VFs. One server holds a
     GPU, one a VF (so its PF is unavailable), and one asked for more GPUs than there
     are and is in ERROR with a fault. A flavor "gpu" asks for a GPU."""
-    scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
-    reset = engine.context_manager.patch_factory(scratch.manager)
     node = "node1=gpus=2,pfs=1,vfs_per_pf=2,numa_nodes=2"
-    drivers = {"host1": SimulatedDriver.from_config([node])}
-    specs = DeviceSpecList.from_config(api_server.SPECS)
-    with testing.ControlPlane(drivers, specs, parse_aliases(api_server.ALIASES)) as running:
+    with api_server.sqlite_plane(tmp_path_factory, node) as running:
         for pci_requests, state in (("gpu:1", "active"), ("vf:1", "active"), ("gpu:3", "error")):
             assert running.boot(pci_requests=pci_requests)[1] == state
         running.api.create_flavor(running.context, extra_specs=GPU_SPECS, **GPU_FLAVOR)
         yield running
-    reset()
-    scratch.drop()
 
 
 @pytest.fixture(scope="module")

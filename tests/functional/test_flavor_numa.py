@@ -5,13 +5,7 @@ on each."""
 import pytest
 
 from pcisim import context as pcisim_context
-from pcisim import testing
-from pcisim.compute.driver import SimulatedDriver
-from pcisim.db import engine
 from pcisim.objects.instance import Instance
-from pcisim.pci.devspec import DeviceSpecList
-from pcisim.pci.request import parse_aliases
-from tests import backends
 from tests.functional import api_server
 
 SIZES = {
@@ -28,16 +22,8 @@ SIZES = {
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
-    scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
-    reset = engine.context_manager.patch_factory(scratch.manager)
-    drivers = {"host1": SimulatedDriver.from_config(["node1=gpus=2,numa_nodes=2"])}
-    specs = DeviceSpecList.from_config(api_server.SPECS)
-    try:
-        with testing.ControlPlane(drivers, specs, parse_aliases(api_server.ALIASES)) as running:
-            yield running
-    finally:
-        reset()
-        scratch.drop()
+    with api_server.sqlite_plane(tmp_path_factory, "node1=gpus=2,numa_nodes=2") as running:
+        yield running
 
 
 def _boot(plane, name, extra_specs):

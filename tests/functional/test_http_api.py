@@ -7,33 +7,15 @@ import pytest
 from pcisim import conf as pcisim_conf
 from pcisim import testing, trace
 from pcisim.api import app, openapi
-from pcisim.compute.driver import SimulatedDriver
-from pcisim.pci.devspec import DeviceSpecList
-from pcisim.pci.request import parse_aliases
 from tests import config_overrides
-
-SPECS = DeviceSpecList.from_config(['{"vendor_id": "10de"}', '{"vendor_id": "8086"}'])
-ALIASES = parse_aliases(
-    [
-        '{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}',
-        '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
-    ]
-)
+from tests.functional import api_server
 
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     """One control plane for the module, on SQLite: the API layer is what is tested."""
-    from pcisim.db import engine
-    from tests import backends
-
-    scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
-    reset = engine.context_manager.patch_factory(scratch.manager)
-    drivers = {"host1": SimulatedDriver.from_config(["node1=gpus=1,pfs=1,vfs_per_pf=2"])}
-    with testing.ControlPlane(drivers, SPECS, ALIASES) as running:
+    with api_server.sqlite_plane(tmp_path_factory) as running:
         yield running
-    reset()
-    scratch.drop()
 
 
 @pytest.fixture
