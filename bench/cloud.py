@@ -516,10 +516,14 @@ def report(results):
         [
             [
                 nodes,
-                _ratio(m["allocations"]["boots_per_s"], m["legacy"]["boots_per_s"]),
-                _ratio(m["allocations"]["active_ms"]["median"], m["legacy"]["active_ms"]["median"]),
-                _ratio(m["allocations"]["active_ms"]["p95"], m["legacy"]["active_ms"]["p95"]),
-                _ratio(m["allocations"]["cpu_ms_per_boot"], m["legacy"]["cpu_ms_per_boot"]),
+                harness.ratio(m["allocations"]["boots_per_s"], m["legacy"]["boots_per_s"]),
+                harness.ratio(
+                    m["allocations"]["active_ms"]["median"], m["legacy"]["active_ms"]["median"]
+                ),
+                harness.ratio(
+                    m["allocations"]["active_ms"]["p95"], m["legacy"]["active_ms"]["p95"]
+                ),
+                harness.ratio(m["allocations"]["cpu_ms_per_boot"], m["legacy"]["cpu_ms_per_boot"]),
                 f"{m['allocations']['reschedules']} vs {m['legacy']['reschedules']}",
             ]
             for nodes, m in sorted(by_size.items())
@@ -534,10 +538,6 @@ def report(results):
         "conductors": CONDUCTORS,
         "node_shape": NODE_SHAPE,
     }
-
-
-def _ratio(value, base):
-    return f"{value / base:.2f}x" if base else "-"
 
 
 def main(argv=None):

@@ -125,6 +125,11 @@ def print_table(title, header, rows):
         print(line.format(*row))
 
 
+def ratio(value, base):
+    """``value`` over ``base`` as a table cell (``1.23x``), ``-`` where there is no base."""
+    return f"{value / base:.2f}x" if base else "-"
+
+
 def machine():
     return {
         "python": platform.python_version(),

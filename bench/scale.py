@@ -518,7 +518,7 @@ def _ratio_table(modes):
     def ratio(new, old, *keys):
         for key in keys:
             new, old = new[key], old[key]
-        return _ratio(new, old)
+        return harness.ratio(new, old)
 
     rows = []
     for new, old in zip(modes["allocations"], modes["legacy"], strict=True):
@@ -557,9 +557,9 @@ def _decision_table(modes):
                 f"{new['quiet']['wall_ms']:.2f}",
                 f"{old['quiet']['cpu_ms']:.2f}",
                 f"{old['quiet']['wall_ms']:.2f}",
-                _ratio(new["quiet"]["cpu_ms"], old["quiet"]["cpu_ms"]),
-                _ratio(new["quiet"]["cpu_ms"], new_base["cpu_ms"]),
-                _ratio(old["quiet"]["cpu_ms"], old_base["cpu_ms"]),
+                harness.ratio(new["quiet"]["cpu_ms"], old["quiet"]["cpu_ms"]),
+                harness.ratio(new["quiet"]["cpu_ms"], new_base["cpu_ms"]),
+                harness.ratio(old["quiet"]["cpu_ms"], old_base["cpu_ms"]),
             )
         )
     harness.print_table(
@@ -583,12 +583,12 @@ def _growth_table(results):
             (
                 r["nodes"],
                 f"{r['nodes'] / base['nodes']:.0f}x",
-                _ratio(r["startup_s"], base["startup_s"]),
-                _ratio(r["boots_per_s"], base["boots_per_s"]),
-                _ratio(r["deletes_per_s"], base["deletes_per_s"]),
-                _ratio(r["schedule_cpu_ms"]["median"], base["schedule_cpu_ms"]["median"]),
-                _ratio(r["cpu_ms_per_boot"], base["cpu_ms_per_boot"]),
-                _ratio(r["mib_per_node"], base["mib_per_node"]),
+                harness.ratio(r["startup_s"], base["startup_s"]),
+                harness.ratio(r["boots_per_s"], base["boots_per_s"]),
+                harness.ratio(r["deletes_per_s"], base["deletes_per_s"]),
+                harness.ratio(r["schedule_cpu_ms"]["median"], base["schedule_cpu_ms"]["median"]),
+                harness.ratio(r["cpu_ms_per_boot"], base["cpu_ms_per_boot"]),
+                harness.ratio(r["mib_per_node"], base["mib_per_node"]),
                 f"{r['marginal_mib_per_node']:.3f}" if "marginal_mib_per_node" in r else "-",
             )
             for r in results
@@ -633,10 +633,6 @@ def _subset_table(sweep):
             for r in sweep["runs"]
         ],
     )
-
-
-def _ratio(value, base):
-    return f"{value / base:.2f}x" if base else "-"
 
 
 def main(argv=None):
