@@ -116,10 +116,14 @@ def test_each_message_names_its_rpc_and_object_versions_and_how_long_it_took(pla
 
 
 def test_a_call_that_raised_is_recorded_with_the_exception_the_caller_got(plane, recording):
-    # a new compute looks for its service record first, and creates it when told none exists
+    # a new compute waits for its conductor, looks for its service record, and creates
+    # it when told none exists
     messages, flow = _flow_with(plane, recording, "Service.create")
-    assert messages[0] == (HOST, "conductor", "call", "Service.get_by_host_and_binary")
-    assert [r["outcome"] for r in flow[:2]] == ["ServiceNotFound", "ok"]
+    assert messages[:2] == [
+        (HOST, "conductor", "call", "oslo_rpc_server_ping"),
+        (HOST, "conductor", "call", "Service.get_by_host_and_binary"),
+    ]
+    assert [r["outcome"] for r in flow[:3]] == ["ok", "ServiceNotFound", "ok"]
 
 
 def test_a_periodic_run_is_a_flow_of_its_own_sent_by_the_compute(plane, recording):
