@@ -11,6 +11,8 @@ import socket
 from urllib import parse
 
 import oslo_messaging as messaging
+from kombu.transport import memory as kombu_memory
+from kombu.transport import virtual as kombu_virtual
 from oslo_log import log as logging
 from oslo_messaging._drivers import impl_rabbit
 from oslo_messaging.rpc import dispatcher
@@ -31,6 +33,20 @@ _CREDENTIALS = re.compile(r"(://|,)([^:/@,\s]*):(.*?)@(?=[^@/,\s]*(?:[/,?\s]|$))
 IN_PROCESS_POLL_SECONDS = 0.001
 
 
+class _InProcessChannel(kombu_memory.Channel):
+    """kombu's in-memory channel, closed without walking the queues that every channel
+    of the process shares.
+
+    kombu's ``close`` walks that dictionary while another thread's channel may add or
+    delete a queue: services stopping together failed with "dictionary changed size
+    during iteration". The walk only asked each queue whether it was empty.
+    """
+
+    def close(self):
+        kombu_virtual.Channel.close(self)
+        self.queues = {}
+
+
 class _InProcessConnection(impl_rabbit.Connection):
     """A rabbit-driver connection on kombu's in-memory transport whose idle polls sleep.
 
@@ -43,6 +59,12 @@ class _InProcessConnection(impl_rabbit.Connection):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.connection.transport.polling_interval = IN_PROCESS_POLL_SECONDS
+
+    def ensure_connection(self):
+        # NOTE: the transport makes every channel of this connection (the first in
+        # __init__, others after a reset) from its Channel.
+        self.connection.transport.Channel = _InProcessChannel
+        super().ensure_connection()
 
 
 def _poll_in_process_with_a_floor(transport):
