@@ -33,6 +33,8 @@ STATE_COLUMNS = (
     NODES.c.pci_inventory,
 )
 ERROR = "error"
+# The statuses of a device an instance holds.
+HELD = ("claimed", "allocated")
 
 # NOTE: the statements a scheduling decision runs are built once: building them (their
 # clauses and cache keys) cost as much CPU as SQLite took to run them.
@@ -228,6 +230,49 @@ def orphaned(context):
         .order_by(ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.consumer_uuid)
     )
     return [tuple(row) for row in context.session.connection().execute(query)]
+
+
+@writer
+def release_orphan(context, node_id, consumer_uuid, dry_run=False):
+    """Remove the consumer's allocation on node ``node_id`` if it is still orphaned
+    there (no live, non-ERROR instance of that uuid is on the node) and the consumer
+    holds no device of the node (the free of those ends it); whether it did
+    (``dry_run``: would, with an allocation there).
+
+    The node's row is locked first, as a claim's swap of its generation locks it, so a
+    claim of the consumer on the node cannot land between the check and the delete."""
+    connection = context.session.connection()
+    node = connection.execute(
+        sa.select(NODES.c.host, NODES.c.hypervisor_hostname)
+        .where(NODES.c.id == node_id, NODES.c.deleted == 0)
+        .with_for_update()
+    ).one_or_none()
+    if node is None or _live_instances_on(connection, node, {consumer_uuid}):
+        return False
+    if _holds_devices_on(connection, node_id, consumer_uuid):
+        return False
+    if dry_run:
+        return bool(get_by_consumer(context, consumer_uuid).get(node_id))
+    removed = connection.execute(
+        ALLOCATIONS.delete().where(
+            ALLOCATIONS.c.compute_node_id == node_id,
+            ALLOCATIONS.c.consumer_uuid == consumer_uuid,
+        )
+    ).rowcount
+    if removed:
+        _bump(connection, [node_id])
+    return bool(removed)
+
+
+def _holds_devices_on(connection, node_id, consumer_uuid):
+    devices = models.PciDevice.__table__
+    query = sa.select(devices.c.id).where(
+        devices.c.compute_node_id == node_id,
+        devices.c.instance_uuid == consumer_uuid,
+        devices.c.deleted == 0,
+        devices.c.status.in_(HELD),
+    )
+    return connection.execute(query.limit(1)).first() is not None
 
 
 def _live_instances_on(connection, node, uuids):

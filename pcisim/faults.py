@@ -28,9 +28,11 @@ The points:
     not written yet: another boot allocating there now makes this one's
     compare-and-swap fail. Details: ``instance``, ``node_id``.
 ``before_audit_heal_save``
-    (pcisim-manage pci audit --heal) a node's tracker has freed the devices of gone
-    instances, not saved yet: a compute changing them now makes the heal's
-    compare-and-swap fail. Details: ``node_id``.
+    (pcisim-manage pci audit --heal) a heal has read what it mends, and not written
+    yet: a live writer changing it now makes the heal's guarded write refuse. Details:
+    ``node_id`` and ``heal``: ``devices`` (a node's tracker has freed the devices of
+    gone instances), ``allocation`` (an orphaned one, with ``consumer_uuid``),
+    ``pools`` (recomputed from the rows) or ``blank row`` (with ``device_id``).
 """
 
 import contextlib

@@ -5,7 +5,7 @@
     pcisim-manage db archive_deleted_rows [--max_rows N] [--before DATE] [--until-complete]
                                           [--sleep SECONDS] [--verbose] [--purge]
     pcisim-manage db purge (--all | --before DATE) [--verbose]
-    pcisim-manage pci audit [--host HOST] [--heal]
+    pcisim-manage pci audit [--host HOST] [--heal] [--dry-run] [--verbose] [-f {text,json}]
 
 Exit codes follow nova-manage. archive_deleted_rows: 0 nothing archived, 1 rows
 archived, 2 invalid --max_rows (not an integer from 1 to 2147483647) or other invalid
@@ -280,7 +280,21 @@ def _add_pci_parsers(subparsers):
         "--host", dest="audit_host", metavar="HOST", help="only the nodes of HOST"
     )
     audit_parser.add_argument(
-        "--heal", action="store_true", help="free devices held by instances that are gone"
+        "--heal", action="store_true", help="mend what can be mended without guessing"
+    )
+    audit_parser.add_argument(
+        "--dry-run", action="store_true", help="say what --heal would mend; change nothing"
+    )
+    audit_parser.add_argument(
+        "--verbose", action="store_true", help="also each device's row, and clean nodes"
+    )
+    audit_parser.add_argument(
+        "-f",
+        "--format",
+        dest="output",
+        choices=pci_audit.FORMATS,
+        default=pci_audit.TEXT,
+        help="output format (default: %(default)s)",
     )
 
 
@@ -302,7 +316,10 @@ _ACTION_ARGS = {
 def _run(action, url):
     if CONF.category.name == "pci":
         DbCommands(url).require_head()
-        return pci_audit.audit(CONF.category.audit_host, CONF.category.heal)
+        options = CONF.category
+        return pci_audit.audit(
+            options.audit_host, options.heal, options.dry_run, options.verbose, options.output
+        )
     commands = DbCommands(url)
     kwargs = {name: getattr(CONF.category, name) for name in _ACTION_ARGS.get(action, ())}
     return getattr(commands, action)(**kwargs)

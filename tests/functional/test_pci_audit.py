@@ -4,6 +4,7 @@ The control plane runs in this process on the ``db`` fixture's database; the com
 runs in a subprocess against the same database.
 """
 
+import json
 import uuid
 
 import sqlalchemy as sa
@@ -159,7 +160,10 @@ def test_a_vf_unavailable_under_an_available_pf_is_found_as_nova_bug_1969496(db,
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[1:] == [
         f"  {vf} unavailable under the available PF {pf} (Nova bug 1969496): left",
-        "1 finding on 1 node; 0 healed, 1 left.",
+        # NOTE: the pools its compute published still count the VF free.
+        "  free pool 8086:1520 type-VF on NUMA node 0 published with 2, its device rows say 1: "
+        "recomputed",
+        "2 findings on 1 node; 1 healed, 1 left.",
     ]
 
 
@@ -190,7 +194,7 @@ def test_a_vf_left_available_under_an_allocated_pf_is_found(db, start, tmp_path)
     assert expected + ": left" in result.stdout
 
 
-def test_an_allocation_no_instance_holds_is_found_and_left_for_its_compute(db, start, tmp_path):
+def test_an_allocation_no_instance_holds_is_found_and_released_by_heal(db, start, tmp_path):
     plane = start({HOST: INVENTORY})
     kept, _ = flows.boot(plane, "gpu:1")
     plane.stop_compute(HOST)
@@ -200,15 +204,20 @@ def test_an_allocation_no_instance_holds_is_found_and_left_for_its_compute(db, s
         (node,), _ = allocations.host_states(plane.context)
         allocations.claim(plane.context, node.id, node.generation, never_stored, {"VCPU": 1})
 
-    result = _audit(_config(db, tmp_path), "--heal")
+    config = _config(db, tmp_path)
+
+    result = _audit(config, "--heal")
 
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[1:] == [
-        f"  allocation of {never_stored}, which no live instance on this node holds: left "
-        "(its compute removes it at its next periodic run)",
-        "1 finding on 1 node; 0 healed, 1 left.",
+        f"  allocation of {never_stored}, which no live instance on this node holds: released",
+        "1 finding on 1 node; 1 healed, 0 left.",
     ]
     assert kept not in result.stdout
+    with dbaccess.granted():
+        assert allocations.get_by_consumer(plane.context, never_stored) == {}
+        assert allocations.get_by_consumer(plane.context, kept) != {}
+    assert _audit(config).returncode == 0
 
 
 def test_another_hosts_audit_finds_nothing(db, start, tmp_path):
@@ -225,3 +234,231 @@ def test_an_unreachable_database_exits_3(tmp_path):
 
     assert result.returncode == 3
     assert "Cannot reach the database" in result.stderr
+
+
+def test_dry_run_says_what_heal_would_do_and_changes_nothing(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    gone = _deleted_while_its_compute_was_down_then_archived(plane)
+    held = _statuses(instance_uuid=gone)
+    config = _config(db, tmp_path)
+
+    planned = _audit(config, "--heal", "--dry-run")
+
+    assert planned.returncode == 1, planned.stderr
+    assert planned.stdout.count(": would be freed\n") == 2
+    assert ": would be released\n" in planned.stdout
+    assert planned.stdout.splitlines()[-1] == "3 findings on 1 node; 3 would be healed, 0 left."
+    assert _statuses(instance_uuid=gone) == held
+    with dbaccess.granted():
+        assert allocations.get_by_consumer(plane.context, gone) != {}
+    healed = _audit(config, "--heal")
+    assert healed.stdout.splitlines()[-1] == "3 findings on 1 node; 3 healed, 0 left."
+
+
+def test_json_output_lists_each_nodes_findings_with_their_rows(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    gone = _deleted_while_its_compute_was_down_then_archived(plane)
+    held = _statuses(instance_uuid=gone)
+
+    result = _audit(_config(db, tmp_path), "-f", "json")
+
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["findings"], report["healed"], report["left"]) == (3, 0, 3)
+    (node,) = report["nodes"]
+    assert (node["host"], node["hypervisor_hostname"]) == (HOST, NODE)
+    devices = [f for f in node["findings"] if f["kind"] == "held"]
+    assert {f["address"]: f["instance_uuid"] for f in devices} == dict.fromkeys(held, gone)
+    assert all(f["outcome"] == "left" and f["device_id"] for f in devices)
+    (allocation,) = [f for f in node["findings"] if f["kind"] == "allocation"]
+    assert allocation["instance_uuid"] == gone
+
+
+def test_verbose_shows_each_devices_row_and_the_nodes_without_findings(db, start, tmp_path):
+    plane = start({HOST: INVENTORY, "clean-host": "clean-node=gpus=1"})
+    gone = _deleted_while_its_compute_was_down_then_archived(plane)
+    (gpu,) = flows.devices(instance_uuid=gone, dev_type="type-PCI")
+
+    result = _audit(_config(db, tmp_path), "--verbose")
+
+    assert result.returncode == 1, result.stderr
+    row = f"    row {gpu['id']}: 10de:1eb8 type-PCI, status allocated, instance {gone}"
+    assert row in result.stdout.splitlines()
+    assert "(clean-host/clean-node): no findings" in result.stdout
+
+
+def test_an_unknown_output_format_is_refused_by_name(tmp_path):
+    result = _audit(cli.write_config(tmp_path, UNREACHABLE_URL), "-f", "yaml")
+
+    assert result.returncode == 2
+    assert "'yaml'" in result.stderr
+
+
+def _take_for(instance_uuid, address, request_id=None):
+    devices = models.PciDevice.__table__
+    taken = {"status": "allocated", "instance_uuid": instance_uuid, "request_id": request_id}
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(sa.update(devices).where(devices.c.address == address).values(taken))
+
+
+def test_a_device_no_request_asked_for_is_unexplained_and_uncovered(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    kept, _ = flows.boot(plane, "vf:1")
+    plane.stop_compute(HOST)
+    _take_for(kept, _gpu_address())
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    unexplained = (
+        f"  {_gpu_address()} allocated by {kept}, which none of its PCI requests asked for"
+    )
+    assert unexplained + ": left" in lines
+    uncovered = f"  allocation of {kept} covers 0 of the 1 PCI:type-PCI:10de:1eb8:0:- devices"
+    assert uncovered + " it holds: left" in lines
+    assert _statuses(instance_uuid=kept)[_gpu_address()] == "allocated"  # left as found
+
+
+def test_a_device_beyond_its_requests_count_is_unexplained(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    kept, _ = flows.boot(plane, "vf:1")
+    plane.stop_compute(HOST)
+    (vf,) = flows.devices(instance_uuid=kept)
+    other = next(row for row in flows.devices(dev_type="type-VF") if row["instance_uuid"] is None)
+    _take_for(kept, other["address"], vf["request_id"])
+
+    result = _audit(_config(db, tmp_path))
+
+    expected = f"  {max(vf['address'], other['address'])} allocated by {kept}, beyond the 1 device"
+    assert any(line.startswith(expected) for line in result.stdout.splitlines()), result.stdout
+
+
+def test_a_device_held_by_a_live_instance_of_another_node_is_found_and_left(db, start, tmp_path):
+    plane = start({HOST: INVENTORY, "other-host": "other-node=gpus=1"})
+    plane.stop_compute(HOST, forced_down=True)
+    elsewhere, state = flows.boot(plane, "gpu:1")
+    assert state == "active"
+    (free_gpu,) = flows.devices(dev_type="type-PCI", status="available")
+    _take_for(elsewhere, free_gpu["address"])
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    expected = f"allocated by {elsewhere}, which is on other-host/other-node: left"
+    assert f"  {free_gpu['address']} {expected}" in result.stdout.splitlines()
+    assert flows.devices(id=free_gpu["id"])[0]["instance_uuid"] == elsewhere
+
+
+def _set_node(**values):
+    nodes = models.ComputeNode.__table__
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(sa.update(nodes).values(values))
+
+
+def _node():
+    nodes = models.ComputeNode.__table__
+    with dbaccess.granted(), engine.get_engine().connect() as connection:
+        return connection.execute(sa.select(nodes)).one()
+
+
+def test_pools_disagreeing_with_the_rows_are_recomputed_as_its_compute_would(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    flows.boot(plane, "vf:1")
+    plane.stop_compute(HOST)
+    published = _node()
+    free = json.loads(published.pci_stats)
+    for pool in free["pools"]:
+        pool["count"] += 5
+    _set_node(pci_stats=json.dumps(free))
+    config = _config(db, tmp_path)
+
+    result = _audit(config, "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert (
+        "  free pool 8086:1520 type-VF on NUMA node 0 published with 6, its device rows say 1"
+        in (result.stdout)
+    )
+    healed = _node()
+    assert json.loads(healed.pci_stats) == json.loads(published.pci_stats)
+    assert healed.generation == published.generation + 1  # the scheduler reads it again
+    assert _audit(config).returncode == 0
+
+
+def test_pools_whose_tags_no_published_pool_says_are_left(db, start, tmp_path):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    _set_node(pci_inventory=None)
+
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    inventory = [line for line in result.stdout.splitlines() if "inventory pool" in line]
+    # NOTE: the PF's VFs, the PF, the GPU; nothing says which device_spec tags they have.
+    assert len(inventory) == 3
+    assert all("published with 0" in line and line.endswith(": left") for line in inventory)
+    assert _node().pci_inventory is None
+
+
+def test_a_blank_row_without_an_address_is_deleted_and_its_nodes_pools_recomputed(
+    db, start, tmp_path
+):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    address = _gpu_address()
+    devices = models.PciDevice.__table__
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(
+            sa.update(devices).where(devices.c.address == address).values(address="")
+        )
+    config = _config(db, tmp_path)
+
+    result = _audit(config, "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert "  (no address) missing address: deleted" in result.stdout.splitlines()
+    recomputed = "  inventory pool 10de:1eb8 type-PCI on NUMA node 0 published with 1, its device "
+    assert recomputed + "rows say 0: recomputed" in result.stdout.splitlines()
+    assert flows.devices(dev_type="type-PCI") == []
+    assert _audit(config).returncode == 0
+
+
+def test_pools_a_compute_publishes_while_healing_are_not_overwritten(db, start, capsys):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    published = _node().pci_stats
+    _set_node(pci_stats="[]")
+
+    def the_compute_publishes_its_pools(heal, **details):
+        if heal == "pools":
+            _set_node(pci_stats=published)
+
+    action = the_compute_publishes_its_pools
+    with dbaccess.granted(), faults.inject(faults.BEFORE_AUDIT_HEAL_SAVE, action):
+        assert pci_audit.audit(heal=True) == 1
+
+    assert capsys.readouterr().out.endswith("; 0 healed, 3 left.\n")
+    assert _node().pci_stats == published
+
+
+def test_an_allocation_whose_instance_lands_while_healing_is_kept(db, start, capsys):
+    plane = start({HOST: INVENTORY})
+    plane.stop_compute(HOST)
+    arriving = str(uuid.uuid4())
+    with dbaccess.granted():
+        (node,), _ = allocations.host_states(plane.context)
+        allocations.claim(plane.context, node.id, node.generation, arriving, {"VCPU": 1})
+
+    def its_instance_row_lands_on_the_node(heal, **details):
+        instances = models.Instance.__table__
+        row = {"uuid": arriving, "host": HOST, "node": NODE, "vm_state": "building", "deleted": 0}
+        with engine.get_engine().begin() as connection:
+            connection.execute(instances.insert().values(row))
+
+    action = its_instance_row_lands_on_the_node
+    with dbaccess.granted(), faults.inject(faults.BEFORE_AUDIT_HEAL_SAVE, action):
+        assert pci_audit.audit(heal=True) == 1
+
+    assert capsys.readouterr().out.endswith("1 finding on 1 node; 0 healed, 1 left.\n")
+    with dbaccess.granted():
+        assert allocations.get_by_consumer(plane.context, arriving) == {node.id: {"VCPU": 1}}
