@@ -186,6 +186,27 @@ class _Allocation(
     """An orphaned allocation of a node."""
 
 
+@reader
+def device_holders(context, node_id):
+    """{address: (status, instance_uuid)} of the node's live device rows."""
+    return _holders(context.session.connection(), node_id)
+
+
+@writer
+def lock_device_holders(context, node_id):
+    """``device_holders``, its rows locked until the caller's transaction ends."""
+    return _holders(context.session.connection(), node_id, lock=True)
+
+
+def _holders(connection, node_id, lock=False):
+    query = sa.select(DEVICES.c.address, DEVICES.c.status, DEVICES.c.instance_uuid).where(
+        DEVICES.c.compute_node_id == node_id, DEVICES.c.deleted == 0
+    )
+    if lock:
+        query = query.order_by(DEVICES.c.address).with_for_update()
+    return {address: (status, holder) for address, status, holder in connection.execute(query)}
+
+
 @writer
 def delete_unreportable_blank_device(context, device_id, dry_run=False):
     """Soft-delete the device row ``device_id`` if it still misses an identity field,

@@ -229,8 +229,15 @@ class PciDevTracker:
         return devices
 
     def free_instance(self, instance_uuid):
-        """Free every device the instance holds; return them."""
-        devices = self.devices_of(instance_uuid)
+        """Free every device the instance holds; return them.
+
+        VFs go before PFs: an instance never holds a PF and one of its VFs together,
+        but a database an audit heals may say it does, and a PF's free makes its VFs
+        available, which the VF's own free would then refuse."""
+        devices = sorted(
+            self.devices_of(instance_uuid),
+            key=lambda device: device.dev_type == fields.PciDeviceType.SRIOV_PF,
+        )
         for device in devices:
             self._changed(device.free(instance_uuid))
         self._held_by.pop(instance_uuid, None)

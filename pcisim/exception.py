@@ -106,6 +106,10 @@ class PciDeviceConflict(Conflict):
     )
 
 
+class PciHealRefused(Conflict):
+    msg_fmt = "Compute node %(node_id)s is left as it is: %(reason)s."
+
+
 class ObjectActionError(PcisimException):
     msg_fmt = "Object action %(action)s failed because: %(reason)s"
 

@@ -39,12 +39,14 @@ Findings (checks in ``pci/audit.py``, queries in ``db/pci_audit.py``) and their 
 import collections
 import json
 
+from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import exception, faults
 from pcisim.db import allocations as db_allocations
+from pcisim.db import engine as db_engine
 from pcisim.db import pci_audit
 from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.pci_device_pool import PciDevicePoolList
@@ -140,8 +142,8 @@ def _heal_gone(run, gone, orphans):
         holders = {finding.instance_uuid for finding in found}
         try:
             freed, released = _free_on_node(run, node_id, holders)
-        except exception.PciDeviceConflict:
-            LOG.warning("Node %s: its devices changed while healing; run the audit again", node_id)
+        except (exception.Conflict, db_exc.DBDeadlock) as error:
+            LOG.warning("Node %s: not healed (%s); run the audit again", node_id, error)
             continue
         for finding in found:
             if finding.device.address in freed:
@@ -153,21 +155,52 @@ def _heal_gone(run, gone, orphans):
 
 def _free_on_node(run, node_id, gone):
     """Free what ``gone`` instances hold on the node, ending their allocations there:
-    the addresses of the devices freed, and the instances whose allocations ended."""
+    the addresses of the devices freed, and the instances whose allocations ended.
+
+    Guarded as a whole: it refuses (``PciHealRefused``) to change a device held by an
+    instance that is not gone (a PF's free makes its VFs available), and saves only
+    if none of the node's devices changed since they were read (``PciDeviceConflict``):
+    the derived statuses it writes (a PF's, from its VFs) rest on all of them."""
+    read = pci_audit.device_holders(run.context, node_id)
     node = ComputeNode.get_by_id(run.context, node_id)
     tags = checks.PublishedTags(node.pci_inventory)
     tracker = _tracker(run.context, node, tags, node.pci_inventory)
     freeing, freed = sorted(gone & tracker.holders()), []
     for instance_uuid in freeing:
         freed += tracker.free_instance(instance_uuid)
+    _refuse_changes_to_the_living(node_id, tracker, read, set(freeing))
     if not tags.unknown:
         node.pci_device_pools = tracker.stats.to_device_pools_obj()
         node.pci_inventory = tracker.inventory()
     faults.point(faults.BEFORE_AUDIT_HEAL_SAVE, node_id=node_id, heal="devices")
     if not run.dry_run:
-        # NOTE: as in the compute's own free, their allocations here end with the free.
-        tracker.save(run.context, node, released=freeing)
+        with db_engine.write_transaction(run.context):
+            _refuse_if_changed(run.context, node_id, read)
+            # NOTE: as in the compute's own free, their allocations here end with the free.
+            tracker.save(run.context, node, released=freeing)
     return {device.address for device in freed}, set(freeing)
+
+
+def _refuse_changes_to_the_living(node_id, tracker, read, gone):
+    touched = sorted(
+        device.address
+        for device in tracker.devices
+        if read[device.address][1] not in gone | {None}
+        and (device.status, device.instance_uuid) != read[device.address]
+    )
+    if touched:
+        reason = f"freeing would change {', '.join(touched)}, which live instances hold"
+        raise exception.PciHealRefused(node_id=node_id, reason=reason)
+
+
+def _refuse_if_changed(context, node_id, read):
+    now = pci_audit.lock_device_holders(context, node_id)
+    changed = sorted(
+        address for address in read.keys() | now.keys() if read.get(address) != now.get(address)
+    )
+    if changed:
+        details = f"{', '.join(changed)} changed since the heal read them"
+        raise exception.PciDeviceConflict(node_id=node_id, addresses=changed, details=details)
 
 
 def _tracker(context, node, tags, inventory):

@@ -101,18 +101,6 @@ def test_a_delete_and_a_boot_taking_the_device_between_the_heals_read_and_save_r
     assert _audit() == (0, NOTHING_FOUND)
 
 
-# NOTE: the heal's compare-and-swap guards the rows it writes, each on its own holder;
-# a PF's status is derived from its VFs, and neither the heal nor the compute guards
-# the VFs it derived it from. A compute serving the node then leaves the PF as its own
-# stale view had it, or the heal overwrites it with its own.
-PF_STATUS_UNGUARDED = (
-    "defect: the heal saves a PF's status derived from VFs it read, guarded only by the "
-    "PF's own holder; a boot claiming a sibling VF between its read and its save leaves the "
-    "PF available under an allocated VF (a write skew, and an ABA when the PF went back)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=PF_STATUS_UNGUARDED)
 def test_a_boot_of_a_sibling_vf_between_the_heals_read_and_save_leaves_the_pf_unavailable(
     db, start
 ):
@@ -134,7 +122,6 @@ def test_a_boot_of_a_sibling_vf_between_the_heals_read_and_save_leaves_the_pf_un
     assert _audit() == (0, NOTHING_FOUND)
 
 
-@pytest.mark.xfail(strict=True, reason=PF_STATUS_UNGUARDED)
 def test_a_delete_then_a_boot_of_a_sibling_vf_before_the_heals_save_leave_the_pf_unavailable(
     db, start
 ):
@@ -168,9 +155,7 @@ HOSTS = {
     "storm-b": "storm-b-node=pfs=2,vfs_per_pf=2,gpus=2",
 }
 HEALED_HOST = "storm-a"  # the node the heal mends; storm-b serves the storm throughout
-# NOTE: no VF requests in the storm: a VF boot beside a heal can leave its PF's status
-# wrong (PF_STATUS_UNGUARDED, above), which the storm would then find at random.
-STORM_REQUESTS = ("gpu:1", "pf:1", "gpu:1,pf:1")
+STORM_REQUESTS = ("vf:1", "gpu:1", "pf:1", "gpu:1,vf:1")
 WORKERS, ROUNDS = 3, 4
 DEV_TYPES = {"vf": "type-VF", "pf": "type-PF", "gpu": "type-PCI"}
 
