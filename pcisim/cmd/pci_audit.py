@@ -92,13 +92,13 @@ def audit(host=None, heal=False, dry_run=False, verbose=False, output=TEXT):
     uncovered = []
     if pcisim_conf.CONF.scheduler.claim_mode == "allocations":
         uncovered = checks.uncovered(live, pci_audit.allocations_on_live_nodes(context, host))
+    pools = _pool_findings(run, {finding.node[0] for finding in blank})
     if run.heals:
-        _heal_gone(run, gone, orphans)
+        changed = _heal_gone(run, gone, orphans)
         _heal_orphans(run, orphans)
-        _heal_blank(run, blank)
+        changed |= _heal_blank(run, blank)
+        _heal_pools(run, pools, changed)
     family = checks.family_findings(pci_audit.sriov_devices(context, host))
-    blank_left = {finding.node[0] for finding in blank if finding.outcome != "deleted"}
-    pools = _pool_findings(run, blank_left)
     findings = gone + checks.held_elsewhere(live) + blank + checks.unexplained(live)
     findings += family + orphans + uncovered + pools
     nodes = pci_audit.live_nodes(context, host) if verbose else []
@@ -133,11 +133,12 @@ def _orphan_finding(row):
 
 def _heal_gone(run, gone, orphans):
     """Free, node by node, the devices of gone instances through the node's tracker;
-    their allocations there end with them."""
+    their allocations there end with them. Returns the ids of the nodes healed."""
     by_node = collections.defaultdict(list)
     for finding in gone:
         if finding.instance_uuid is not None:
             by_node[finding.node[0]].append(finding)
+    healed = set()
     for node_id, found in by_node.items():
         holders = {finding.instance_uuid for finding in found}
         try:
@@ -145,12 +146,14 @@ def _heal_gone(run, gone, orphans):
         except (exception.Conflict, db_exc.DBDeadlock) as error:
             LOG.warning("Node %s: not healed (%s); run the audit again", node_id, error)
             continue
+        healed.add(node_id)
         for finding in found:
             if finding.device.address in freed:
                 finding.outcome = run.outcome("freed")
         for finding in orphans:
             if finding.node[0] == node_id and finding.instance_uuid in released:
                 finding.outcome = run.outcome("released")
+    return healed
 
 
 def _free_on_node(run, node_id, gone):
@@ -226,6 +229,8 @@ def _heal_orphans(run, orphans):
 
 
 def _heal_blank(run, blank):
+    """Delete the blank rows no live node can report; the ids of their nodes."""
+    nodes = set()
     for finding in blank:
         device_id = finding.device.id
         faults.point(
@@ -236,18 +241,22 @@ def _heal_blank(run, blank):
         )
         if pci_audit.delete_unreportable_blank_device(run.context, device_id, run.dry_run):
             finding.outcome = run.outcome("deleted")
+            nodes.add(finding.node[0])
+    return nodes
 
 
 def _pool_findings(run, skipped):
-    """The pools findings of the live nodes (but ``skipped`` ones), healed if asked."""
+    """The pools findings of the live nodes but ``skipped`` ones."""
     found = []
     for row in pci_audit.live_nodes(run.context, run.host):
         if row.id not in skipped:
-            found += _pools_of(run, row)
+            found += _compare_pools(run, row)[0]
     return found
 
 
-def _pools_of(run, row):
+def _compare_pools(run, row):
+    """The findings of the node's published pools against its rows, and the pools the
+    rows make (None when the published pools do not say a device's tags)."""
     published = {
         column: PciDevicePoolList.from_json(text) if text else None
         for column, text in _texts(row).items()
@@ -259,14 +268,34 @@ def _pools_of(run, row):
         "pci_inventory": tracker.inventory(),
     }
     found = checks.pool_findings(_node(row), published, rows_say)
-    if found and run.heals and not tags.unknown:
-        read = _texts(row)
-        pools = {column: pools.to_json() for column, pools in rows_say.items()}
-        faults.point(faults.BEFORE_AUDIT_HEAL_SAVE, node_id=row.id, heal="pools")
-        if pci_audit.swap_node_pools(run.context, row.id, read, pools, run.dry_run):
-            for finding in found:
+    return found, None if tags.unknown else rows_say
+
+
+def _heal_pools(run, found, changed):
+    """Recompute the pools of the nodes of ``found`` pools findings, and of the
+    ``changed`` nodes, whose rows a heal changed (a free saves pools with it, unless
+    their tags are unknown); a finding is healed once its node's pools agree with its
+    rows."""
+    by_node = collections.defaultdict(list)
+    for finding in found:
+        by_node[finding.node[0]].append(finding)
+    for row in pci_audit.live_nodes(run.context, run.host):
+        if (row.id in by_node or row.id in changed) and _recompute_pools(run, row):
+            for finding in by_node[row.id]:
                 finding.outcome = run.outcome("recomputed")
-    return found
+
+
+def _recompute_pools(run, row):
+    """Whether the node's pools agree with its rows, once written from them (``dry_run``:
+    would) if they were still as read."""
+    found, rows_say = _compare_pools(run, row)
+    if not found:
+        return True
+    if rows_say is None:
+        return False
+    pools = {column: pools.to_json() for column, pools in rows_say.items()}
+    faults.point(faults.BEFORE_AUDIT_HEAL_SAVE, node_id=row.id, heal="pools")
+    return pci_audit.swap_node_pools(run.context, row.id, _texts(row), pools, run.dry_run)
 
 
 def _texts(row):
