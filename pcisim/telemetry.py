@@ -19,11 +19,8 @@ Off, nothing here imports OpenTelemetry and every message costs one check more.
 
 import contextlib
 
-from oslo_log import log as logging
-
 from pcisim import exception
 
-LOG = logging.getLogger(__name__)
 # What oslo.messaging names the tracer of its spans.
 MESSAGING_SCOPE = "oslo.messaging"
 _CARRIED_KEY = "pcisim.carried_object"
@@ -46,7 +43,6 @@ def start(conf, service_name):
     if not _exporting:
         _label_object_calls()
         _exporting = True
-    LOG.info("Exporting OpenTelemetry traces to %s as %s", conf.otel.otlp_endpoint, service_name)
 
 
 def stop(conf):
