@@ -25,24 +25,27 @@ from pcisim import exception
 MESSAGING_SCOPE = "oslo.messaging"
 _CARRIED_KEY = "pcisim.carried_object"
 _exporting = False
+# The tracer provider is made, with the span processor that labels object calls.
+_provider_made = False
 
 
 def start(conf, service_name):
     """Export this process's traces when ``[otel] enabled``, under ``service_name``.
 
     Raises ``InvalidConfigValue`` naming ``[otel] enabled`` when OpenTelemetry is not
-    installed. OpenTelemetry sets a process's tracer provider once: a second start
-    only turns the libraries' spans on again.
+    installed. OpenTelemetry sets a process's tracer provider once: a start after a
+    ``stop`` only turns the libraries' spans on again.
     """
-    global _exporting
+    global _exporting, _provider_made
     if not conf.otel.enabled:
         return
     tracing = _tracing_middleware()
     _switch_libraries_on(conf, service_name)
-    tracing.init_tracing(conf)
-    if not _exporting:
+    if not _provider_made:
+        tracing.init_tracing(conf)
         _label_object_calls()
-        _exporting = True
+        _provider_made = True
+    _exporting = True
 
 
 def stop(conf):
