@@ -27,6 +27,14 @@ _CARRIED_KEY = "pcisim.carried_object"
 _exporting = False
 # The tracer provider is made, with the span processor that labels object calls.
 _provider_made = False
+# The libraries' options that start sets (to True, the endpoint, the service name).
+_SWITCHES = (
+    ("enabled", "oslo_middleware_tracing"),
+    ("otlp_endpoint", "oslo_middleware_tracing"),
+    ("service_name", "oslo_middleware_tracing"),
+    ("tracing_enabled", "oslo_messaging_tracing"),
+    ("tracing_service_name", "oslo_messaging_tracing"),
+)
 
 
 def start(conf, service_name):
@@ -90,17 +98,9 @@ def carrying(carried):
         otel_context.detach(token)
 
 
-_SWITCHES = (
-    ("enabled", "oslo_middleware_tracing"),
-    ("otlp_endpoint", "oslo_middleware_tracing"),
-    ("service_name", "oslo_middleware_tracing"),
-    ("tracing_enabled", "oslo_messaging_tracing"),
-    ("tracing_service_name", "oslo_messaging_tracing"),
-)
-
-
 def _tracing_middleware():
     try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
         import opentelemetry.sdk.trace  # noqa: F401
         from oslo_middleware import tracing
     except ImportError as error:
