@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "pcisim needs Python >= 3.11, $(PYTHON) is " + sys.version.split()[0])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[mysql,postgresql,test]'
+	$(BIN)/python -m pip install --quiet -e '.[mysql,postgresql,otel,test]'
 	touch $(STAMP)
 
 # The whole control plane in one process on the embedded defaults (SQLite under

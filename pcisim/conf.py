@@ -182,6 +182,24 @@ pci_opts = [
 ]
 
 
+otel_opts = [
+    cfg.BoolOpt(
+        "enabled",
+        default=False,
+        help="Export OpenTelemetry traces over OTLP: a span of each HTTP request the API "
+        "serves (oslo.middleware's tracing) and of each RPC message sent and handled "
+        "(oslo.messaging's tracing), with the object, remotable method and object "
+        "version of object calls. Needs the otel extra: pip install 'pcisim[otel]'.",
+    ),
+    cfg.URIOpt(
+        "otlp_endpoint",
+        default="http://localhost:4318",
+        schemes=["http", "https"],
+        help="The OTLP/HTTP collector traces are sent to, at <endpoint>/v1/traces.",
+    ),
+]
+
+
 def register_opts(conf=CONF):
     """Register every option pcisim reads, with pcisim's defaults."""
     conf.register_opts(default_opts)
@@ -194,6 +212,7 @@ def register_opts(conf=CONF):
     conf.register_opts(conductor_opts, group="conductor")
     conf.register_opts(upgrade_levels_opts, group="upgrade_levels")
     conf.register_opts(pci_opts, group="pci")
+    conf.register_opts(otel_opts, group="otel")
     db_options.set_defaults(conf)
     # A mini control plane should say "unreachable" in seconds, not after oslo.db's
     # default of ten retries ten seconds apart.

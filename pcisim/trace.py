@@ -26,6 +26,8 @@ import os
 import threading
 import time
 
+from pcisim import telemetry
+
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 # Where the embedded defaults record (``[DEFAULT] trace_file`` under ``./state``).
 DEFAULT_FILE = os.path.join("state", "trace.jsonl")
@@ -165,7 +167,9 @@ def record(context, sender, receiver, kind, method, started, seconds, outcome, *
 
 class TracingClient:
     """An oslo.messaging RPC client (or prepared call context) whose calls and casts
-    are recorded while tracing is on; with tracing off it adds one check per message."""
+    are recorded while tracing is on; with tracing off it adds one check per message.
+    While ``pcisim.telemetry`` exports, the span oslo.messaging makes of a message takes
+    the object it carries (``carried_object``)."""
 
     def __init__(self, client):
         self._client = client
@@ -183,6 +187,12 @@ class TracingClient:
         return self._send("cast", ctxt, method, kwargs)
 
     def _send(self, kind, ctxt, method, kwargs):
+        if telemetry.exporting():
+            with telemetry.carrying(carried_object(kwargs)):
+                return self._recorded(kind, ctxt, method, kwargs)
+        return self._recorded(kind, ctxt, method, kwargs)
+
+    def _recorded(self, kind, ctxt, method, kwargs):
         send = getattr(self._client, kind)
         if _recorder is None:
             return send(ctxt, method, **kwargs)

@@ -15,7 +15,7 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from pcisim import concurrency, exception, trace
+from pcisim import concurrency, exception, telemetry, trace
 
 
 def select_backend(binary):
@@ -157,12 +157,17 @@ def database_error(error, url):
 
 
 def prepare_service(binary, argv=None):
-    """``prepare`` for a long-running service, which also takes ``--trace``."""
+    """``prepare`` for a long-running service, which also takes ``--trace`` and exports
+    OpenTelemetry traces when ``[otel] enabled``."""
     from pcisim import conf as pcisim_conf
 
     pcisim_conf.CONF.register_cli_opts(pcisim_conf.trace_cli_opts)
     prepare(binary, argv)
     dump_stacks_on_sigusr2()
+    try:
+        telemetry.start(pcisim_conf.CONF, service_name=binary.replace(" ", "-"))
+    except exception.InvalidConfigValue as error:
+        sys.exit(f"{binary}: {error}")
     if pcisim_conf.CONF.trace:
         path = pcisim_conf.CONF.trace_file
         try:

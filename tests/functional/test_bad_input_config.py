@@ -369,6 +369,15 @@ CONFIG_CASES = [
         "/nonexistent/n.yaml: cannot be read",
     ),
     ("up: no nodes", (*UP, "--nodes", "0"), {}, 1, "nodes"),
+    # OpenTelemetry export (docs/operators.md)
+    (
+        "api: OTLP endpoint not HTTP",
+        ("pcisim-api",),
+        {"otel": {"otlp_endpoint": "ftp://collector:4318"}},
+        1,
+        "[otel] otlp_endpoint in",
+    ),
+    ("up: otel enabled a word", UP, {"otel": {"enabled": "maybe"}}, 1, "[otel] enabled in"),
 ]
 
 
