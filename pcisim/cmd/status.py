@@ -51,7 +51,8 @@ class Checks(upgradecheck.UpgradeCommands):
             Code.FAILURE,
             "A device row missing an identity field (node, address, vendor, product or "
             "type) matches no device a hypervisor reports, and no tracker can save it: "
-            "compare it with its node's devices and delete it.",
+            "`pcisim-manage pci audit --heal` deletes those no live node can report; "
+            "compare the rest with their node's devices.",
         )
 
     def _check_held_by_missing_instances(self):
@@ -61,7 +62,8 @@ class Checks(upgradecheck.UpgradeCommands):
             Code.WARNING,
             "These devices are claimed or allocated for an instance without a live row. "
             "A delete in progress frees its devices within a periodic run of its compute; "
-            "any other stays held, and never handed out, until mended.",
+            "any other stays held, and never handed out, until `pcisim-manage pci audit "
+            "--heal` frees it.",
         )
 
     def _check_service_versions(self):
