@@ -9,7 +9,7 @@ import uuid
 
 import sqlalchemy as sa
 
-from pcisim import dbaccess, faults
+from pcisim import dbaccess, faults, polling
 from pcisim.cmd import pci_audit
 from pcisim.db import allocations, engine, models
 from pcisim.objects.instance import Instance
@@ -464,3 +464,37 @@ def test_an_allocation_whose_instance_lands_while_healing_is_kept(db, start, cap
     assert capsys.readouterr().out.endswith("1 finding on 1 node; 0 healed, 1 left.\n")
     with dbaccess.granted():
         assert allocations.get_by_consumer(plane.context, arriving) == {node.id: {"VCPU": 1}}
+
+
+class ComputeDied(Exception):
+    """The compute dying in its delete handler, after the soft delete."""
+
+
+def test_devices_of_an_instance_whose_compute_died_deleting_it_are_healed_before_it_returns(
+    db, start, tmp_path
+):
+    plane = start({HOST: INVENTORY})
+    doomed, _ = flows.boot(plane, "vf:1,gpu:1")
+    held = _statuses(instance_uuid=doomed)
+    died = []
+
+    def the_compute_dies(**details):
+        died.append(details["instance"].uuid)
+        raise ComputeDied(doomed)
+
+    with faults.inject(faults.AFTER_SOFT_DELETE, the_compute_dies):
+        plane.api.delete(plane.context, Instance.get_by_uuid(plane.context, doomed))
+        polling.wait_until(lambda: died, what="the compute to die in its delete")
+    plane.stop_compute(HOST, forced_down=True)
+    config = _config(db, tmp_path)
+
+    healed = _audit(config, "--heal")
+
+    assert healed.returncode == 1, healed.stderr
+    assert healed.stdout.count(f"allocated by {doomed}, which has no live instance row: freed") == 2
+    assert {_statuses()[address] for address in held} == {"available"}
+    plane.restart_compute(HOST)
+    again, state = flows.boot(plane, "vf:1,gpu:1")
+    assert state == "active"
+    assert _gpu_address() in _statuses(instance_uuid=again)  # the node's one GPU, freed
+    assert _audit(config).returncode == 0
