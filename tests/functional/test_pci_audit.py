@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from pcisim import dbaccess, faults, polling
 from pcisim.cmd import pci_audit
-from pcisim.db import allocations, engine, models
+from pcisim.db import allocations, engine, models, pci_batch
 from pcisim.objects.instance import Instance
 from tests.functional import cli, flows
 
@@ -498,3 +498,52 @@ def test_devices_of_an_instance_whose_compute_died_deleting_it_are_healed_before
     assert state == "active"
     assert _gpu_address() in _statuses(instance_uuid=again)  # the node's one GPU, freed
     assert _audit(config).returncode == 0
+
+
+def _take_device_rows_as_novas_archive_did(instance, **details):
+    """Defence off: move the instance's live device rows to the shadow table."""
+    live, shadow = flows.DEVICES, flows.SHADOW_DEVICES
+    naming = (live.c.instance_uuid == instance.uuid) & (live.c.deleted == 0)
+    with dbaccess.granted(), engine.get_engine().begin() as connection:
+        connection.execute(
+            sa.insert(shadow).from_select(live.c.keys(), sa.select(live).where(naming))
+        )
+        connection.execute(sa.delete(live).where(naming))
+
+
+def _insert_what_is_missing_as_novas_update_did(monkeypatch):
+    """Defence off: a write of a device without a live row inserts one, with only the
+    values written (Nova's pci_device_update before the fix of bug 1899541)."""
+    write_devices = pci_batch.write_devices
+
+    def upserting(connection, writes):
+        missing = set(write_devices(connection, writes))
+        for write in writes:
+            if write.address in missing:
+                blank = dict.fromkeys(("vendor_id", "product_id", "dev_type", "label"), "")
+                values = {**blank, **write.stored, "deleted": 0}
+                values.update(compute_node_id=write.node_id, address=write.address)
+                connection.execute(models.PciDevice.__table__.insert().values(values))
+        return []
+
+    monkeypatch.setattr(pci_batch, "write_devices", upserting)
+
+
+def test_the_residue_of_nova_bug_1899541_made_with_the_defences_off_is_found(
+    db, start, tmp_path, monkeypatch
+):
+    plane = start({HOST: INVENTORY})
+    doomed, _ = flows.boot(plane, "vf:1,gpu:1")
+    held = sorted(_statuses(instance_uuid=doomed))
+    _insert_what_is_missing_as_novas_update_did(monkeypatch)
+
+    with faults.inject(faults.AFTER_SOFT_DELETE, _take_device_rows_as_novas_archive_did):
+        flows.delete(plane, doomed)
+    plane.stop_compute(HOST)
+    result = _audit(_config(db, tmp_path), "--heal")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        *(f"  {address} missing vendor_id, product_id, dev_type: left" for address in held),
+        "2 findings on 1 node; 0 healed, 2 left.",
+    ]
