@@ -578,6 +578,19 @@ def service_versions(context):
 
 
 @reader
+def stored_flavor_copies(context):
+    """(instance uuid, JSON) of the flavor copies live instances keep: the versioned
+    objects the database stores, as ``Flavor.to_json`` wrote them."""
+    extras = models.InstanceExtra.__table__
+    query = (
+        sa.select(extras.c.instance_uuid, extras.c.flavor)
+        .where(extras.c.deleted == 0, extras.c.flavor.is_not(None))
+        .order_by(extras.c.instance_uuid)
+    )
+    return list(context.session.connection().execute(query))
+
+
+@reader
 def service_hosts_up(context, binary, seen_since):
     """The hosts whose ``binary`` service is live, not forced down and was seen at or
     after ``seen_since`` (naive UTC): the scheduler's question, answered without

@@ -13,13 +13,16 @@ import os
 import sys
 
 from oslo_config import cfg
+from oslo_serialization import jsonutils
 from oslo_upgradecheck import upgradecheck
+from oslo_utils import versionutils
 
-from pcisim import cmd, conductor, exception, rpc
+from pcisim import cmd, conductor, exception, objects, rpc
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim.db import api as db_api
 from pcisim.db import migration, pci_audit, sqlite
+from pcisim.objects import base
 from pcisim.objects.service import SERVICE_VERSION
 
 CONF = pcisim_conf.CONF
@@ -71,6 +74,11 @@ class Checks(upgradecheck.UpgradeCommands):
         rows = self._rows(db_api.service_versions)
         return rows if isinstance(rows, Result) else _versions_result(rows)
 
+    def _check_stored_objects(self):
+        """No versioned object the database stores is newer than this code knows."""
+        rows = self._rows(db_api.stored_flavor_copies)
+        return rows if isinstance(rows, Result) else _stored_objects_result(rows)
+
     def _data_check(self, query, code, explanation):
         rows = self._rows(query)
         if isinstance(rows, Result):
@@ -93,6 +101,7 @@ class Checks(upgradecheck.UpgradeCommands):
         ("PCI devices with an identity", _check_blank_devices),
         ("PCI devices held by live instances", _check_held_by_missing_instances),
         ("Service versions", _check_service_versions),
+        ("Stored object versions", _check_stored_objects),
     )
 
 
@@ -117,6 +126,37 @@ def _versions_result(rows):
             "Upgrade the conductors first.",
         )
     return Result(Code.SUCCESS)
+
+
+def _stored_objects_result(rows):
+    """A stored object newer than this code's class (or of a class it does not know) is
+    a Failure: this code could not load it."""
+    objects.register_all()
+    classes = base.PcisimObjectRegistry.obj_classes()
+    known = {name: versions[0].VERSION for name, versions in classes.items()}
+    namespace = base.PcisimObject.OBJ_SERIAL_NAMESPACE
+    unknown = []
+    for instance_uuid, text in rows:
+        stored = jsonutils.loads(text)
+        if f"{namespace}.name" not in stored:
+            continue  # NOTE: a copy written before flavors were objects (Instance 1.4)
+        name, version = stored[f"{namespace}.name"], stored[f"{namespace}.version"]
+        if name not in known or _newer(version, known[name]):
+            unknown.append(f"instance {instance_uuid}'s {name} {version}")
+    if not unknown:
+        return Result(Code.SUCCESS)
+    shown = "; ".join(unknown[:SHOWN])
+    return Result(
+        Code.FAILURE,
+        f"{len(unknown)} found: {shown}. These objects were stored by newer code than "
+        "this, which cannot load them: run the upgrade check of the code that wrote them.",
+    )
+
+
+def _newer(version, known):
+    return versionutils.convert_version_to_tuple(version) > (
+        versionutils.convert_version_to_tuple(known)
+    )
 
 
 def _version(row):

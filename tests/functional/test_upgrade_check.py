@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from pcisim.db import api, engine, migration, models
+from pcisim.objects.flavor import Flavor
 from pcisim.objects.service import SERVICE_VERSION
 from tests.functional import cli
 from tests.unit.db import factories
@@ -144,3 +145,34 @@ def test_an_unreachable_database_fails_the_schema_check_naming_it(tmp_path):
     assert code == FAILURE
     result, details = results["Database schema"]
     assert result == FAILURE and "Cannot reach the database" in details
+
+
+def _instance_keeping_a_flavor_copy(ctxt, version):
+    copy = json.loads(
+        Flavor(flavorid="f1", name="m1.gpu", memory_mb=512, vcpus=1, root_gb=1).to_json()
+    )
+    copy["pcisim_object.version"] = version
+    instance_uuid = str(uuid.uuid4())
+    api.instance_create(ctxt, {"uuid": instance_uuid}, extra={"flavor": json.dumps(copy)})
+    return instance_uuid
+
+
+def test_flavor_copies_this_code_can_load_pass_the_stored_objects_check(config, ctxt):
+    _instance_keeping_a_flavor_copy(ctxt, Flavor.VERSION)
+    factories.instance(ctxt)  # NOTE: its copy predates flavors as objects
+
+    code, results = _check(config)
+
+    assert (code, results["Stored object versions"]) == (SUCCESS, (SUCCESS, None))
+
+
+def test_a_flavor_copy_stored_by_newer_code_fails_the_stored_objects_check_naming_it(config, ctxt):
+    _instance_keeping_a_flavor_copy(ctxt, Flavor.VERSION)
+    newer = _instance_keeping_a_flavor_copy(ctxt, "1.99")
+
+    code, results = _check(config)
+
+    assert code == FAILURE
+    result, details = results["Stored object versions"]
+    assert result == FAILURE
+    assert details.startswith(f"1 found: instance {newer}'s Flavor 1.99.")
