@@ -101,6 +101,12 @@ def test_a_delete_and_a_boot_taking_the_device_between_the_heals_read_and_save_r
     assert _audit() == (0, NOTHING_FOUND)
 
 
+def _assert_the_newcomer_keeps_its_vf_under_an_unavailable_pf(newcomer, pf):
+    assert [d["status"] for d in flows.devices(instance_uuid=newcomer)] == ["allocated"]
+    assert _holders()[pf] == ("unavailable", None)
+    assert _audit() == (0, NOTHING_FOUND)
+
+
 def test_a_boot_of_a_sibling_vf_between_the_heals_read_and_save_leaves_the_pf_unavailable(
     db, start
 ):
@@ -117,9 +123,7 @@ def test_a_boot_of_a_sibling_vf_between_the_heals_read_and_save_leaves_the_pf_un
             _audit(heal=True)
     (newcomer,) = newcomers
 
-    assert [d["status"] for d in flows.devices(instance_uuid=newcomer)] == ["allocated"]
-    assert _holders()[pf] == ("unavailable", None)
-    assert _audit() == (0, NOTHING_FOUND)
+    _assert_the_newcomer_keeps_its_vf_under_an_unavailable_pf(newcomer, pf)
 
 
 def test_a_delete_then_a_boot_of_a_sibling_vf_before_the_heals_save_leave_the_pf_unavailable(
@@ -143,9 +147,7 @@ def test_a_delete_then_a_boot_of_a_sibling_vf_before_the_heals_save_leave_the_pf
             _audit(heal=True)
     (newcomer,) = newcomers
 
-    assert [d["status"] for d in flows.devices(instance_uuid=newcomer)] == ["allocated"]
-    assert _holders()[pf] == ("unavailable", None)
-    assert _audit() == (0, NOTHING_FOUND)
+    _assert_the_newcomer_keeps_its_vf_under_an_unavailable_pf(newcomer, pf)
 
 
 # ------------------------------------------------------------------------ the storm
