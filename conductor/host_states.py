@@ -3,7 +3,8 @@
 Reading every node's row, PCI inventory and allocations for each request cost the
 scheduler most of its time at 1,000 nodes. A node's generation changes with every
 change of its inventory or allocations (``db/allocations.py``), so a request reads
-only each node's generation, and the full state of the nodes whose generation moved.
+only each node's generation, and the full state of the nodes whose generation moved;
+and while one summed row (``nodes_signature``) says no node changed, not even that.
 What a request needs of a node (does it fit, and what would it take) is planned once
 per generation of that node and kind of request.
 

@@ -96,7 +96,8 @@ def nodes_signature(context):
     same time, and the count and the sum of ids cannot both stay; two that came and
     two that went could balance those sums only with ids allocated out of commit
     order, and their generations would have to balance too: ``HostStates`` reads the
-    generations again after a lost swap or before it finds no room."""
+    generations again after a lost swap or before it finds no room. (Ids: SQLite's
+    tables are AUTOINCREMENT, MariaDB and PostgreSQL count on from the highest given.)"""
     count, ids, generations = context.session.connection().execute(_SIGNATURE).one()
     return int(count), int(ids), int(generations)
 
