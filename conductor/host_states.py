@@ -3,7 +3,8 @@
 Reading every node's row, PCI inventory and allocations for each request cost the
 scheduler most of its time at 1,000 nodes. A node's generation changes with every
 change of its inventory or allocations (``db/allocations.py``), so a request reads
-only each node's generation, and the full state of the nodes whose generation moved.
+only each node's generation, and the full state of the nodes whose generation moved;
+and while one summed row (``nodes_signature``) says no node changed, not even that.
 What a request needs of a node (does it fit, and what would it take) is planned once
 per generation of that node and kind of request.
 
@@ -102,22 +103,36 @@ class NodeState:
 
 
 class HostStates:
-    """Every live node's ``NodeState``, shared by the scheduler's threads."""
+    """Every live node's ``NodeState``, shared by the scheduler's threads.
+
+    With the nodes it keeps the signature of the nodes (``nodes_signature``) read
+    before them: while the database's signature is that one, no node changed, and a
+    request reads that one row instead of every node's generation. The signature is
+    read before the generations in the same transaction, so the nodes are at least as
+    new as it is: a change that lands between the two reads makes the next request
+    read them again, never keeps a stale view. Its own claims move the signature as
+    they move the node, so a scheduler that alone writes reads no generation at all.
+    """
 
     def __init__(self):
         self._nodes = {}  # node id -> NodeState
+        self._signature = None  # nodes_signature when self._nodes was read, and claimed since
         self._lock = threading.Lock()
 
     def current(self, context):
-        """Every live node as it is now: one query, and two more for those changed."""
+        """Every live node as it is now: one query when none changed, else two more,
+        and two for those changed."""
+        signature = db_allocations.nodes_signature(context)
         with self._lock:
+            if signature == self._signature:
+                return list(self._nodes.values())
             nodes = dict(self._nodes)
         known = {node_id: state.generation for node_id, state in nodes.items()}
         rows, usage, live = db_allocations.changed_host_states(context, known)
         nodes = {node_id: state for node_id, state in nodes.items() if node_id in live}
         nodes.update((row.id, NodeState(row, usage.get(row.id, {}))) for row in rows)
         with self._lock:
-            self._nodes = nodes
+            self._nodes, self._signature = nodes, signature
         return list(nodes.values())
 
     def claimed(self, node, generation, allocation):
@@ -127,6 +142,17 @@ class HostStates:
         with self._lock:
             if self._nodes.get(node.id) is node:
                 self._nodes[node.id] = node.after_claim(generation, allocation)
+                # NOTE: the view held the node at the generation the swap replaced,
+                # so the signature read with it did not count this claim yet.
+                if self._signature is not None:
+                    count, ids, generations = self._signature
+                    moved = generation - node.generation
+                    self._signature = count, ids, generations + moved
+
+    def forget(self):
+        """Make the next request read every node's generation again."""
+        with self._lock:
+            self._signature = None
 
 
 @functools.lru_cache(maxsize=1024)

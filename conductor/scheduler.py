@@ -72,9 +72,7 @@ class Scheduler:
         """
         wanted = Wanted(instance, numa_cells, numa_nodes)
         for _ in range(MAX_GENERATION_CONFLICTS):
-            with db_engine.read_transaction(context):
-                up, nodes = _up_hosts(context), self.host_states.current(context)
-            node, allocation = _choose(nodes, up, exclude, wanted)
+            node, allocation = self._choose(context, exclude, wanted)
             try:
                 faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
                 with db_engine.write_transaction(context):
@@ -87,6 +85,9 @@ class Scheduler:
             except exception.ComputeNodeGenerationConflict as error:
                 LOG.debug("Choosing again for %s: %s", instance.uuid, error)
                 _count_conflict()
+                # NOTE: a swap lost on a view its signature vouched for (see
+                # db.allocations.nodes_signature for how rare) must not be lost again.
+                self.host_states.forget()
             except db_exc.DBDeadlock:
                 # NOTE: MariaDB picks a victim when the claim's locks (the node row,
                 # the allocations' index) cross another writer's, an archive's say;
@@ -99,6 +100,21 @@ class Scheduler:
         raise exception.NoValidHost(
             reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
         )
+
+    def _choose(self, context, exclude, wanted):
+        """(NodeState, allocation) chosen from the view of the nodes; a view that
+        finds no room is read again whole before that is the answer."""
+        for last in (False, True):
+            with db_engine.read_transaction(context):
+                up, nodes = _up_hosts(context), self.host_states.current(context)
+            try:
+                return _choose(nodes, up, exclude, wanted)
+            except exception.NoValidHost:
+                if last:
+                    raise
+                # NOTE: cheap where it is rare (a cloud with room); a full one pays
+                # what every request paid before the view was kept by its signature.
+                self.host_states.forget()
 
 
 def generation_conflicts():

@@ -39,6 +39,11 @@ HELD = ("claimed", "allocated")
 # NOTE: the statements a scheduling decision runs are built once: building them (their
 # clauses and cache keys) cost as much CPU as SQLite took to run them.
 _GENERATIONS = sa.select(NODES.c.id, NODES.c.generation).where(NODES.c.deleted == 0)
+_SIGNATURE = sa.select(
+    sa.func.count(),
+    sa.func.coalesce(sa.func.sum(NODES.c.id), 0),
+    sa.func.coalesce(sa.func.sum(NODES.c.generation), 0),
+).where(NODES.c.deleted == 0)
 _NODES = sa.select(*STATE_COLUMNS).where(NODES.c.deleted == 0).order_by(NODES.c.id)
 _USAGE = sa.select(
     ALLOCATIONS.c.compute_node_id, ALLOCATIONS.c.resource, sa.func.sum(ALLOCATIONS.c.used)
@@ -77,6 +82,24 @@ def host_states(context, node_ids=None):
     for node_id, resource, amount in connection.execute(usage, parameters):
         used[node_id][resource] = int(amount)
     return rows, used
+
+
+@reader
+def nodes_signature(context):
+    """(number of live nodes, sum of their ids, sum of their generations): one row the
+    database sums from an index, which differs from an earlier one whenever a live
+    node's generation moved, a node went or a node came since.
+
+    A live node's generation only grows, so with the same nodes an equal sum means no
+    generation moved. Ids are never reused (the same assumption ``changed_host_states``
+    makes), so a node that came has an id above those of the nodes that went at the
+    same time, and the count and the sum of ids cannot both stay; two that came and
+    two that went could balance those sums only with ids allocated out of commit
+    order, and their generations would have to balance too: ``HostStates`` reads the
+    generations again after a lost swap or before it finds no room. (Ids: SQLite's
+    tables are AUTOINCREMENT, MariaDB and PostgreSQL count on from the highest given.)"""
+    count, ids, generations = context.session.connection().execute(_SIGNATURE).one()
+    return int(count), int(ids), int(generations)
 
 
 @reader

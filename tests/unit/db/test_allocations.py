@@ -232,6 +232,44 @@ def test_changed_host_states_leave_a_deleted_node_out_of_the_live_ids(db, ctxt):
     assert (rows, live) == ([], {kept.id})
 
 
+def test_the_nodes_signature_stays_while_nothing_changes(db, ctxt):
+    factories.compute_node(ctxt)
+    factories.compute_node(ctxt, "host2", "node2")
+
+    assert allocations.nodes_signature(ctxt) == allocations.nodes_signature(ctxt)
+
+
+def test_the_nodes_signature_of_no_node(db, ctxt):
+    assert allocations.nodes_signature(ctxt) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["claim", "release", "inventory", "new node", "deleted node", "one went, one came"],
+)
+def test_the_nodes_signature_moves_with_every_change_the_scheduler_must_see(db, ctxt, change):
+    node, other = factories.compute_node(ctxt), factories.compute_node(ctxt, "host2", "node2")
+    consumer = _consumer()
+    _claim(ctxt, node, consumer)
+    before = allocations.nodes_signature(ctxt)
+
+    if change == "claim":
+        _claim(ctxt, other, _consumer())
+    elif change == "release":
+        allocations.release(ctxt, consumer)
+    elif change == "inventory":
+        api.compute_node_update(ctxt, other.id, {"memory_mb": 1024})
+    elif change == "new node":
+        factories.compute_node(ctxt, "host3", "node3")
+    elif change == "deleted node":
+        api.compute_node_delete(ctxt, other.id)
+    else:
+        api.compute_node_delete(ctxt, other.id)
+        factories.compute_node(ctxt, "host3", "node3")
+
+    assert allocations.nodes_signature(ctxt) != before
+
+
 # --------------------------------------------------------------------- heal
 
 
