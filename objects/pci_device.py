@@ -443,11 +443,14 @@ def _checked_changes(changes):
     are not of the shape ``PciDeviceList.changes_of`` makes."""
     shape = {"create": list, "update": dict, "destroy": list}
     if not isinstance(changes, dict) or not set(changes) <= set(shape):
-        raise exception.InvalidInput(reason=f"PCI device changes must be a dict with {shape}")
+        kinds = ", ".join(f"{kind} ({wanted.__name__})" for kind, wanted in shape.items())
+        raise exception.InvalidInput(reason=f"PCI device changes must be a dict of {kinds}")
     create, update, destroy = (changes.get(kind, wanted()) for kind, wanted in shape.items())
     for kind, wanted in shape.items():
         if not isinstance(changes.get(kind, wanted()), wanted):
-            raise exception.InvalidInput(reason=f"PCI device changes: {kind} must be a {wanted}")
+            raise exception.InvalidInput(
+                reason=f"PCI device changes: {kind} must be a {wanted.__name__}"
+            )
     values = [*create, *update.values()]
     if not all(isinstance(v, dict) for v in values) or not all(
         isinstance(a, str) for a in [*update, *destroy]

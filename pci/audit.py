@@ -8,6 +8,7 @@ prints the findings.
 import collections
 import dataclasses
 import json
+import types
 
 from pcisim.objects import fields
 from pcisim.objects import pci_device_state as state
@@ -235,17 +236,12 @@ class PublishedTags:
 
     def tags_for(self, report):
         """The tags of a device (as a hypervisor report entry)."""
-        group = capacity.group_of(_Reported(report))
-        key = _untagged(_Reported(report), group)
+        device = types.SimpleNamespace(**report)
+        key = _untagged(device, capacity.group_of(device))
         if key in self._ambiguous or key not in self._tags:
             self.unknown.add(key)
             return {}
         return dict(self._tags[key])
-
-
-class _Reported:
-    def __init__(self, report):
-        self.__dict__.update(report)
 
 
 def _group(pool):
