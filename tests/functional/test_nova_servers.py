@@ -127,6 +127,7 @@ def test_a_server_links_to_itself_and_bookmarks_its_flavor_and_image(client, pla
         ({"imageRef": "windows"}, "windows"),
         ({"networks": "some"}, "some"),
         ({"min_count": 0}, "min_count"),
+        ({"min_count": "16", "max_count": "9"}, "min_count 16 is more than max_count 9"),
         ({"flavor": "gpu.small"}, "flavor"),
     ],
 )
@@ -201,7 +202,7 @@ def test_min_count_servers_are_created_each_named_by_its_number(client, plane):
             "flavorRef": f"http://localhost{V}/flavors/plain",
             "imageRef": "",
             "networks": [{"uuid": str(uuid.uuid4())}],
-            "min_count": 2,
+            "min_count": "2",
             "block_device_mapping_v2": [{"boot_index": 0, "source_type": "volume"}],
         }
     }

@@ -1,8 +1,8 @@
 """Flavors and their extra specs, and the image an instance was booted from: what
 Nova's compute API (the API's Nova face) creates servers from.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-03
 """
 

@@ -85,7 +85,7 @@ def create_flavor(api, context, req, body):
     spec = body["flavor"]
     flavor = api.compute.create_flavor(
         context,
-        flavorid=str(spec.get("id") or uuid.uuid4()),
+        flavorid=str(uuid.uuid4() if spec.get("id") is None else spec["id"]),
         name=spec["name"],
         memory_mb=spec["ram"],
         vcpus=spec["vcpus"],
@@ -152,7 +152,7 @@ def update_extra_spec(api, context, req, flavor_id, key, body):
     return specs
 
 
-@validation.response_body_schema(None, status=202)
+@validation.response_body_schema(None, status=200)
 def delete_extra_spec(api, context, req, flavor_id, key):
     """Remove one extra spec."""
     Flavor.get_by_flavor_id(context, flavor_id).delete_extra_spec(key)

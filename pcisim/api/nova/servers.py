@@ -152,6 +152,15 @@ def _addresses(instance):
     }
 
 
+def _count(spec):
+    """How many servers to create: ``max_count``, at least ``min_count`` (which the
+    schema takes as integers or digit strings, as Nova does)."""
+    least, most = int(spec.get("min_count", 1)), int(spec.get("max_count", 1))
+    if "max_count" in spec and least > most:
+        raise exception.InvalidInput(reason=f"min_count {least} is more than max_count {most}")
+    return max(least, most)
+
+
 @validation.schema(schemas.SERVER_CREATE)
 @validation.response_body_schema(schemas.SERVER_CREATED, status=202)
 def create_server(api, context, req, body):
@@ -164,7 +173,7 @@ def create_server(api, context, req, body):
         )
     flavor = _referenced_flavor(context, spec["flavorRef"])
     image_ref = _referenced_image(spec.get("imageRef"))
-    count = max(spec.get("min_count", 1), spec.get("max_count", 1))
+    count = _count(spec)
     names = [spec["name"]] if count == 1 else [f"{spec['name']}-{i}" for i in range(1, count + 1)]
     created = [api.compute.create_from_flavor(context, name, flavor, image_ref) for name in names]
     return {
@@ -255,8 +264,10 @@ def show_server(api, context, req, server_id):
     """A server; an id that is not a uuid (a name) is not found, so clients look the
     name up in the list."""
     instance = _instance(context, server_id, ["flavor", "pci_devices"])
-    fault = _faults(context, [instance.uuid]).get(instance.uuid)
-    return {"server": detail(req, instance, fault if instance.vm_state == "error" else None)}
+    fault = None
+    if instance.vm_state == "error":
+        fault = _faults(context, [instance.uuid]).get(instance.uuid)
+    return {"server": detail(req, instance, fault)}
 
 
 @validation.response_body_schema(None, status=204)
