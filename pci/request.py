@@ -19,6 +19,8 @@ from pcisim.pci import ids
 
 NUMA_POLICIES = ("required", "legacy", "preferred", "socket")
 DEFAULT_NUMA_POLICY = "legacy"
+# The most devices one item of a request may ask for, whichever face or flavor asks.
+MAX_COUNT = 64
 # NOTE: as in Nova, vDPA devices are not requested by alias (Nova asks for them through
 # a vDPA port, which pcisim does not have): an alias may not name that type.
 ALIAS_DEVICE_TYPES = (
@@ -170,7 +172,7 @@ def parse_request(request, aliases):
 
     Raises ``PciAliasNotFound`` for a name ``aliases`` lacks, and
     ``InvalidPciRequest`` for an empty request or item, a missing name, a count that
-    is not a positive integer, or a malformed list item.
+    is not a positive integer or is above ``MAX_COUNT``, or a malformed list item.
     """
     if isinstance(request, str):
         pairs = _pairs_from_text(request)
@@ -221,6 +223,8 @@ def _resolved(request, pairs, aliases):
             raise _invalid(request, "an item has no alias name")
         if count < 1:
             raise _invalid(request, f"count {count!r} of {name!r} is not a positive integer")
+        if count > MAX_COUNT:
+            raise _invalid(request, f"count {count} of {name!r} is above {MAX_COUNT}")
         if name not in aliases:
             raise exception.PciAliasNotFound(alias=name)
     return [(aliases[name], count) for name, count in pairs]

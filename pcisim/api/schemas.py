@@ -5,12 +5,14 @@ A response schema says exactly what a view returns: every field required unless 
 view leaves it out, no other field, ``null`` only where the object's field is nullable.
 """
 
+from pcisim.pci import request as pci_request
+
 MAX_BODY_BYTES = 1024 * 1024
 # NOTE: no control characters: a NUL is refused by PostgreSQL, a newline breaks the
 # CLI's tables. (Unpaired surrogates, which no database stores, are refused as the body
 # is decoded, before any schema.)
 NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[^\x00-\x1f\x7f-\x9f]*$"}
-MAX_PCI_COUNT = 64
+MAX_PCI_COUNT = pci_request.MAX_COUNT
 MAX_ID = 2**31 - 1  # NOTE: ids are 32-bit integer columns
 ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
 UUID = {"type": "string", "format": "uuid"}

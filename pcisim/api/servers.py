@@ -1,10 +1,8 @@
 """/servers: create, list, show and delete servers (instances) with PCI devices."""
 
-from pcisim import exception
 from pcisim.api import schemas, validation, views
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_fault import InstanceFaultList
-from pcisim.pci import request as pci_request
 
 STATUS = {"building": "BUILD", "active": "ACTIVE", "error": "ERROR", "deleted": "DELETED"}
 
@@ -37,7 +35,6 @@ def view(instance, fault=None, devices=None):
 @validation.response_body_schema(schemas.SERVER_SHOW, status=202)
 def create_server(api, context, body):
     spec = body["server"]
-    _check_counts(api, spec.get("pci_requests"))
     instance = api.compute.create(
         context,
         spec["name"],
@@ -58,18 +55,6 @@ def _accepted(context, instance):
     if instance.vm_state == "error":
         faults = InstanceFaultList.get_by_instance_uuids(context, [instance.uuid])
     return view(instance, fault=faults[0] if faults else None, devices=[])
-
-
-def _check_counts(api, pci_requests):
-    """The text form of a request (``gpu:2``) is bounded as its list form is."""
-    if not isinstance(pci_requests, str):
-        return
-    for alias, count in pci_request.parse_request(pci_requests, api.compute.aliases):
-        if count > schemas.MAX_PCI_COUNT:
-            raise exception.InvalidPciRequest(
-                request=pci_requests,
-                reason=f"count {count} of {alias.name!r} is above {schemas.MAX_PCI_COUNT}",
-            )
 
 
 @validation.response_body_schema(schemas.SERVER_LIST)

@@ -92,6 +92,7 @@ def test_extra_specs_are_set_shown_replaced_and_removed_by_key(client, flavor):
     [
         ({"pci_passthrough:alias": "gpu"}, "pci_passthrough:alias"),
         ({"pci_passthrough:alias": "fpga:1"}, "fpga"),
+        ({"pci_passthrough:alias": "gpu:65"}, "count 65 of 'gpu' is above 64"),
         ({"hw:pci_numa_affinity_policy": "nearby"}, "nearby"),
         ({"hw:numa_nodes": "0"}, "hw:numa_nodes"),
         ({"hw:numa_nodes": "³"}, "hw:numa_nodes"),
