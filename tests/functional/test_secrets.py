@@ -10,6 +10,7 @@ attempts) and then killed.
 import logging
 import pathlib
 import subprocess
+import threading
 import time
 
 import pytest
@@ -26,7 +27,10 @@ RABBIT = f"rabbit://guest:{PASSWORD}@127.0.0.1:1/"
 MYSQL = f"mysql+pymysql://root:{PASSWORD}@127.0.0.1:1/x"
 POSTGRESQL = f"postgresql+psycopg2://root:{PASSWORD}@127.0.0.1:1/x"
 UNKNOWN_DRIVER = f"nonsense://guest:{PASSWORD}@127.0.0.1:1/"
-READ_SECONDS = 6
+# A process is read until it logs what a test awaits, then a little longer, so that
+# what it logs next (a retry, say) is read too.
+AWAIT_SECONDS = 90
+READ_AFTER_SECONDS = 2
 
 
 @pytest.fixture
@@ -62,8 +66,9 @@ def _run(script, config, *args, before=()):
     )
 
 
-def _run_for_a_while(script, config, *before):
-    """Start ``script``, read what it writes for a few seconds, kill it; its output."""
+def _output_until(text, script, config, *before):
+    """Start ``script``, read what it writes until ``text`` appears (at most
+    ``AWAIT_SECONDS``) and a little longer, kill it; its output."""
     command = [str(processes.console_script(script)), *before, "--config-file", str(config)]
     process = subprocess.Popen(
         command,
@@ -73,10 +78,23 @@ def _run_for_a_while(script, config, *before):
         env=processes.environment(),
         cwd=pathlib.Path(config).parent,
     )
-    time.sleep(READ_SECONDS)
+    lines, seen = [], threading.Event()
+
+    def read():
+        for line in process.stdout:
+            lines.append(line)
+            if text in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if seen.wait(AWAIT_SECONDS):
+        time.sleep(READ_AFTER_SECONDS)
     process.kill()
-    output, _ = process.communicate(timeout=30)
-    return output
+    process.wait(timeout=30)
+    reader.join(timeout=30)
+    process.stdout.close()
+    return "".join(lines)
 
 
 def _shown(result):
@@ -143,9 +161,9 @@ def test_a_database_url_of_no_installed_driver_is_named_without_its_password(tmp
 
 
 def test_a_conductor_waiting_for_its_broker_never_logs_the_password(tmp_path, migrated):
-    output = _run_for_a_while(
-        "pcisim-conductor", _config(tmp_path, transport_url=RABBIT, connection=migrated)
-    )
+    config = _config(tmp_path, transport_url=RABBIT, connection=migrated)
+
+    output = _output_until("Connection refused", "pcisim-conductor", config)
 
     assert "Connection refused" in output
     assert PASSWORD not in output
@@ -154,21 +172,25 @@ def test_a_conductor_waiting_for_its_broker_never_logs_the_password(tmp_path, mi
 def test_a_compute_waiting_for_its_broker_never_logs_the_password(tmp_path):
     config = _config(tmp_path, transport_url=RABBIT, compute={"inventory": "node1=gpus=1"})
 
-    output = _run_for_a_while("pcisim-compute", config)
+    output = _output_until("Connection refused", "pcisim-compute", config)
 
     assert "Connection refused" in output
     assert PASSWORD not in output
 
 
 def test_pcisim_api_logs_its_broker_without_the_password(tmp_path):
-    output = _run_for_a_while("pcisim-api", _config(tmp_path, transport_url=RABBIT))
+    config = _config(tmp_path, transport_url=RABBIT)
+
+    output = _output_until("pcisim API listening on", "pcisim-api", config)
 
     assert "pcisim API listening on" in output
     assert PASSWORD not in output
 
 
 def test_pcisim_up_on_an_unreachable_broker_never_logs_the_password(tmp_path):
-    output = _run_for_a_while("pcisim", _config(tmp_path, transport_url=RABBIT), "up")
+    config = _config(tmp_path, transport_url=RABBIT)
+
+    output = _output_until("Connection refused", "pcisim", config, "up")
 
     assert "Connection refused" in output
     assert PASSWORD not in output
