@@ -11,15 +11,12 @@ import socket
 from urllib import parse
 
 import oslo_messaging as messaging
-from kombu.transport import memory as kombu_memory
-from kombu.transport import virtual as kombu_virtual
 from oslo_log import log as logging
-from oslo_messaging._drivers import impl_rabbit
 from oslo_messaging.rpc import dispatcher
 
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
-from pcisim import exception, trace
+from pcisim import exception, in_process_transport, trace
 from pcisim.objects import base as objects_base
 
 LOG = logging.getLogger(__name__)
@@ -30,50 +27,6 @@ ALLOWED_EXMODS = ["pcisim.exception", "oslo_versionedobjects.exception"]
 _CREDENTIALS = re.compile(r"(://|,)([^:/@,\s]*):(.*?)@(?=[^@/,\s]*(?:[/,?\s]|$))")
 
 
-IN_PROCESS_POLL_SECONDS = 0.001
-
-
-class _InProcessChannel(kombu_memory.Channel):
-    """kombu's in-memory channel, closed without walking the queues that every channel
-    of the process shares.
-
-    kombu's ``close`` walks that dictionary while another thread's channel may add or
-    delete a queue: services stopping together failed with "dictionary changed size
-    during iteration". The walk only asked each queue whether it was empty.
-    """
-
-    def close(self):
-        kombu_virtual.Channel.close(self)
-        self.queues = {}
-
-
-class _InProcessConnection(impl_rabbit.Connection):
-    """A rabbit-driver connection on kombu's in-memory transport whose idle polls sleep.
-
-    oslo.messaging sets ``polling_interval`` to 0 for ``memory://`` ("to speed up
-    tests"), so every idle consumer thread spins: an idle ``pcisim up`` used a whole
-    CPU, which also slowed the busy threads. Measured on the tracker benchmark, a 1 ms
-    interval costs no latency and brings an idle `pcisim up` to about a tenth of one.
-    """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.connection.transport.polling_interval = IN_PROCESS_POLL_SECONDS
-
-    def ensure_connection(self):
-        # NOTE: the transport makes every channel of this connection (the first in
-        # __init__, others after a reset) from its Channel.
-        self.connection.transport.Channel = _InProcessChannel
-        super().ensure_connection()
-
-
-def _poll_in_process_with_a_floor(transport):
-    # NOTE: per transport, not on kombu's class, so that other users of kombu's
-    # in-memory transport in the process keep theirs. Every connection of a driver,
-    # for sending or listening, comes from its pool's connection_cls.
-    transport._driver._connection_pool.connection_cls = _InProcessConnection
-
-
 def get_transport(conf=pcisim_conf.CONF, url=None):
     """The RPC transport at ``url`` (default ``[DEFAULT] transport_url``)."""
     if (url or conf.transport_url).startswith(pcisim_conf.IN_PROCESS_TRANSPORT_URL):
@@ -81,7 +34,7 @@ def get_transport(conf=pcisim_conf.CONF, url=None):
         # logs a warning for every connection (a process on it talks to no broker).
         conf.set_default("heartbeat_timeout_threshold", 0, group="oslo_messaging_rabbit")
         transport = _get_rpc_transport(conf, url)
-        _poll_in_process_with_a_floor(transport)
+        in_process_transport.install(transport)
         return transport
     return _get_rpc_transport(conf, url)
 

@@ -1,0 +1,139 @@
+"""kombu's in-memory transport as pcisim runs it: a consumer sleeps until a message
+is put on one of its queues.
+
+kombu's virtual transports poll: a consumer finding its queues empty sleeps
+``polling_interval`` and reads them again. oslo.messaging sets that interval to 0
+for ``memory://``, and every idle listener spun; with pcisim's former 1 ms floor,
+the listeners and reply waiters of a ten-node control plane still used a quarter of
+a CPU doing nothing, about 9 ms of CPU per boot in ``bench.scale``. Here putting a
+message wakes the transports consuming that queue, and nothing else does: an idle
+consumer wakes only when oslo.messaging's own poll timeout ends its wait.
+
+Only pcisim's transports get this: other users of kombu's in-memory transport in the
+process keep kombu's classes.
+"""
+
+import queue
+import threading
+import time
+
+from kombu.transport import memory as kombu_memory
+from kombu.transport import virtual as kombu_virtual
+from oslo_messaging._drivers import impl_rabbit
+
+
+class _Consumers:
+    """The transports consuming each in-memory queue of the process, woken when a
+    message is put on it. Readers take no lock: each queue's entry is a tuple,
+    replaced whole."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_queue = {}
+
+    def add(self, queue_name, transport):
+        with self._lock:
+            self._by_queue[queue_name] = self._by_queue.get(queue_name, ()) + (transport,)
+
+    def remove(self, queue_name, transport):
+        with self._lock:
+            rest = tuple(t for t in self._by_queue.get(queue_name, ()) if t is not transport)
+            if rest:
+                self._by_queue[queue_name] = rest
+            else:
+                self._by_queue.pop(queue_name, None)
+
+    def wake(self, queue_name):
+        for transport in self._by_queue.get(queue_name, ()):
+            transport.arrival.set()
+
+
+CONSUMERS = _Consumers()
+
+
+class Channel(kombu_memory.Channel):
+    """kombu's in-memory channel, announcing each message it puts to the queue's
+    consumers, and closed without walking the queues that every channel of the process
+    shares.
+
+    kombu's ``close`` walks that dictionary while another thread's channel may add or
+    delete a queue: services stopping together failed with "dictionary changed size
+    during iteration". The walk only asked each queue whether it was empty.
+    """
+
+    def basic_consume(self, queue, no_ack, callback, consumer_tag, **kwargs):
+        result = super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)
+        CONSUMERS.add(queue, self.connection)
+        return result
+
+    def basic_cancel(self, consumer_tag):
+        queue_name = self._tag_to_queue.get(consumer_tag)
+        super().basic_cancel(consumer_tag)
+        if queue_name is not None:
+            CONSUMERS.remove(queue_name, self.connection)
+
+    def _put(self, queue, message, **kwargs):
+        super()._put(queue, message, **kwargs)
+        CONSUMERS.wake(queue)
+
+    def _put_fanout(self, exchange, message, routing_key=None, **kwargs):
+        for queue_name in self._lookup(exchange, routing_key):
+            self._put(queue_name, message)
+
+    def close(self):
+        kombu_virtual.Channel.close(self)
+        self.queues = {}
+
+
+class Transport(kombu_memory.Transport):
+    """kombu's in-memory transport whose ``drain_events`` waits for a message to be
+    put on a queue it consumes instead of polling."""
+
+    Channel = Channel
+
+    def __init__(self, client, **kwargs):
+        super().__init__(client, **kwargs)
+        self.arrival = threading.Event()
+
+    def drain_events(self, connection, timeout=None):
+        """Deliver one message from this transport's queues, waiting up to
+        ``timeout`` seconds (None: for ever) for one; ``TimeoutError`` (which is
+        ``socket.timeout``, as kombu raises) when none came."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            # NOTE: cleared before reading, so that a message put after the read found
+            # the queues empty has set it again and the wait returns at once.
+            self.arrival.clear()
+            try:
+                self.cycle.get(self._deliver, timeout=timeout)
+                return
+            except queue.Empty:
+                pass
+            if not self._wait_for_arrival(deadline):
+                raise TimeoutError()
+
+    def _wait_for_arrival(self, deadline):
+        if deadline is None:
+            return self.arrival.wait()
+        remaining = deadline - time.monotonic()
+        return remaining > 0 and self.arrival.wait(remaining)
+
+
+class Connection(impl_rabbit.Connection):
+    """A rabbit-driver connection on pcisim's in-memory transport."""
+
+    def ensure_connection(self):
+        if self.connection.transport_cls is not Transport:
+            # NOTE: the connection already made a transport of kombu's class to log its
+            # address; closing the unopened connection drops it, and the next is ours.
+            self.connection.close()
+            self.connection.transport_cls = Transport
+        super().ensure_connection()
+
+
+def install(rpc_transport):
+    """Make every connection of the oslo.messaging transport ``rpc_transport`` (one on
+    ``kombu+memory:////``) a connection on pcisim's in-memory transport."""
+    # NOTE: every connection of a driver, for sending or listening, comes from its
+    # pool's connection_cls.
+    rpc_transport._driver._connection_pool.connection_cls = Connection

@@ -1,0 +1,111 @@
+"""pcisim's in-process transport: consumers sleep until a message is put for them,
+instead of polling their queues (issue 13), on pcisim's transports only."""
+
+import collections
+import threading
+import time
+
+import kombu
+import oslo_messaging as messaging
+import pytest
+from kombu.transport import memory as kombu_memory
+
+from pcisim import conf as pcisim_conf
+from pcisim import context as pcisim_context
+from pcisim import in_process_transport, rpc
+
+IDLE_SECONDS = 0.5
+# A consumer polling every millisecond reads each of its queues about 500 times in that
+# half second; one woken only by arrivals and by oslo.messaging's 50 ms poll timeout
+# for in-memory connections, about 10 times.
+MOST_IDLE_READS_OF_A_QUEUE = 50
+
+
+class _Echo:
+    target = messaging.Target(version="1.0")
+
+    def echo(self, context, value):
+        return value
+
+
+@pytest.fixture
+def transport(config):
+    transport = rpc.get_transport(url=pcisim_conf.IN_PROCESS_TRANSPORT_URL)
+    yield transport
+    transport.cleanup()
+
+
+@pytest.fixture
+def server(transport):
+    target = messaging.Target(topic="in-process-transport-test", server="here")
+    server = rpc.get_server(transport, target, [_Echo()])
+    server.start()
+    yield target
+    server.stop()
+    server.wait()
+
+
+@pytest.fixture
+def queue_reads(monkeypatch):
+    """The number of times any in-process channel read a queue."""
+    reads = []
+    read = in_process_transport.Channel._get
+
+    def counted(self, queue, timeout=None):
+        reads.append(queue)
+        return read(self, queue, timeout)
+
+    monkeypatch.setattr(in_process_transport.Channel, "_get", counted)
+    return reads
+
+
+def _call(transport, target, value):
+    client = rpc.get_client(transport, messaging.Target(topic=target.topic, version="1.0"))
+    return client.prepare(timeout=30).call(pcisim_context.get_admin_context(), "echo", value=value)
+
+
+def test_a_call_over_the_in_process_transport_is_answered(transport, server):
+    assert _call(transport, server, "ping") == "ping"
+
+
+def test_an_idle_listener_does_not_poll_its_queues(transport, server, queue_reads):
+    _call(transport, server, "warm")
+    queue_reads.clear()
+
+    time.sleep(IDLE_SECONDS)
+
+    assert max(collections.Counter(queue_reads).values()) < MOST_IDLE_READS_OF_A_QUEUE
+
+
+def test_a_consumer_waiting_on_an_empty_queue_is_woken_by_the_message_put_on_it(monkeypatch):
+    waiting, received = threading.Event(), []
+    wait = in_process_transport.Transport._wait_for_arrival
+
+    def announced(self, deadline):
+        waiting.set()
+        return wait(self, deadline)
+
+    monkeypatch.setattr(in_process_transport.Transport, "_wait_for_arrival", announced)
+    queue = kombu.Queue("wake-test", kombu.Exchange("wake-test"), routing_key="wake-test")
+    with kombu.Connection(transport=in_process_transport.Transport) as connection:
+        with connection.Consumer(queue, callbacks=[lambda body, message: received.append(body)]):
+            consumer = threading.Thread(target=connection.drain_events, kwargs={"timeout": 30})
+            consumer.start()
+            assert waiting.wait(timeout=30)
+            connection.Producer().publish("hello", exchange=queue.exchange, routing_key="wake-test")
+            consumer.join(timeout=30)
+
+    assert received == ["hello"]
+
+
+def test_connections_of_pcisim_transports_use_the_waking_transport(transport):
+    connection = transport._driver._connection_pool.create()
+    try:
+        assert type(connection.connection.transport) is in_process_transport.Transport
+    finally:
+        connection.close()
+
+
+def test_other_users_of_kombus_memory_transport_keep_kombus_classes(transport):
+    with kombu.Connection("memory://") as connection:
+        assert type(connection.transport) is kombu_memory.Transport
