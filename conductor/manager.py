@@ -10,6 +10,7 @@ raised by the object method is the caller's to handle, so it travels back as an
 """
 
 import collections
+import datetime
 import inspect
 import re
 import threading
@@ -76,16 +77,34 @@ def _check_arguments(rpc_method, objinst=None, **values):
             refuse(f"object_versions maps {objname!r} to {version!r}, not to a version X.Y")
 
 
+# Values of these types are never changed in place: a field holding one is compared
+# as it is; any other (a dict, a list, an object) by its primitive, taken before the
+# method could change it.
+_IMMUTABLE = (str, int, float, datetime.datetime, type(None))
+
+
+def _comparable(obj, name, field):
+    value = getattr(obj, name)
+    return value if isinstance(value, _IMMUTABLE) else field.to_primitive(obj, name, value)
+
+
+def _snapshot(obj):
+    """What ``_changed_fields`` compares against: each set field, comparable."""
+    return {
+        name: _comparable(obj, name, field)
+        for name, field in obj.fields.items()
+        if obj.obj_attr_is_set(name)
+    }
+
+
 def _changed_fields(before, after):
-    """Primitives of the fields ``after`` has that differ from ``before``."""
+    """Primitives of the fields ``after`` has that differ from the ``before`` snapshot."""
     updates = {}
     for name, field in after.fields.items():
-        if not after.obj_attr_is_set(name):
-            continue
-        value = field.to_primitive(after, name, getattr(after, name))
-        had = before.obj_attr_is_set(name)
-        if not had or field.to_primitive(before, name, getattr(before, name)) != value:
-            updates[name] = value
+        if after.obj_attr_is_set(name) and (
+            name not in before or before[name] != _comparable(after, name, field)
+        ):
+            updates[name] = field.to_primitive(after, name, getattr(after, name))
     return updates
 
 
@@ -163,7 +182,7 @@ class ConductorManager:
             method = _remotable_method(type(objinst), objmethod, classmethod_wanted=False)
         except Exception:
             raise messaging.ExpectedException()
-        before = objinst.obj_clone()
+        before = _snapshot(objinst)
         result = self._run(method, objinst, *args, **kwargs)
         updates = _changed_fields(before, objinst)
         updates["obj_what_changed"] = objinst.obj_what_changed()
