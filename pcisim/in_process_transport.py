@@ -6,8 +6,17 @@ kombu's virtual transports poll: a consumer finding its queues empty sleeps
 for ``memory://``, and every idle listener spun; with pcisim's former 1 ms floor,
 the listeners and reply waiters of a ten-node control plane still used a quarter of
 a CPU doing nothing, about 9 ms of CPU per boot in ``bench.scale``. Here putting a
-message wakes the transports consuming that queue, and nothing else does: an idle
-consumer wakes only when oslo.messaging's own poll timeout ends its wait.
+message wakes the transports consuming that queue, and so does a connection told to
+stop consuming; nothing else does.
+
+Nor does a consumer wake when oslo.messaging's listeners ask it to. After each message
+an RPC listener consumes with a timeout of 1 ms, doubled at each timeout up to 5 s, so
+that it soon runs the acknowledgements that other threads queue for it; and the rabbit
+driver cuts every wait on ``memory://`` into 50 ms slices. Over RabbitMQ that is a
+handful of wake-ups per message; here it was ten consumer loops per message, a quarter
+of a boot's CPU in ``bench.scale``. RPC listeners acknowledge in their own thread as
+they receive (only notification listeners queue acknowledgements, and pcisim has none),
+so nothing waits for those wake-ups: a consumer here waits at least ``IDLE_WAIT``.
 
 Only pcisim's transports get this: other users of kombu's in-memory transport in the
 process keep kombu's classes.
@@ -15,11 +24,14 @@ process keep kombu's classes.
 
 import queue
 import threading
-import time
 
 from kombu.transport import memory as kombu_memory
 from kombu.transport import virtual as kombu_virtual
 from oslo_messaging._drivers import impl_rabbit
+
+# Seconds a consumer waits, with no message put for it, before its drain times out;
+# stopping a connection's consumption wakes it earlier.
+IDLE_WAIT = 1.0
 
 
 class _Consumers:
@@ -94,29 +106,41 @@ class Transport(kombu_memory.Transport):
     def __init__(self, client, **kwargs):
         super().__init__(client, **kwargs)
         self.arrival = threading.Event()
+        self.stopped = False
+
+    def stop(self):
+        """Wake a consumer waiting here and end every later wait at once: its
+        connection's consumption has stopped, for good."""
+        self.stopped = True
+        self.arrival.set()
 
     def drain_events(self, connection, timeout=None):
-        """Deliver one message from this transport's queues, waiting up to
-        ``timeout`` seconds (None: for ever) for one; ``TimeoutError`` (which is
-        ``socket.timeout``, as kombu raises) when none came."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            # NOTE: cleared before reading, so that a message put after the read found
-            # the queues empty has set it again and the wait returns at once.
-            self.arrival.clear()
-            try:
-                self.cycle.get(self._deliver, timeout=timeout)
-                return
-            except queue.Empty:
-                pass
-            if not self._wait_for_arrival(deadline):
-                raise TimeoutError()
+        """Deliver one message from this transport's queues, waiting for one up to
+        ``timeout`` seconds but at least ``IDLE_WAIT`` (None: for ever); raise
+        ``TimeoutError`` (which is ``socket.timeout``, as kombu raises) when the wait
+        ends, or is woken, with nothing delivered: a wake whose message another
+        consumer took, or a stop, sends the caller back to its loop."""
+        # NOTE: cleared before each read (and before ``stopped`` is read, which stop()
+        # sets before it wakes), so that a message put or a stop made after a read
+        # found nothing has set it again and the wait returns at once.
+        self.arrival.clear()
+        if self._deliver_one(timeout):
+            return
+        if self.stopped or not self._wait_for_arrival(timeout):
+            raise TimeoutError()
+        self.arrival.clear()
+        if not self._deliver_one(timeout):
+            raise TimeoutError()
 
-    def _wait_for_arrival(self, deadline):
-        if deadline is None:
-            return self.arrival.wait()
-        remaining = deadline - time.monotonic()
-        return remaining > 0 and self.arrival.wait(remaining)
+    def _wait_for_arrival(self, timeout):
+        return self.arrival.wait(None if timeout is None else max(timeout, IDLE_WAIT))
+
+    def _deliver_one(self, timeout):
+        try:
+            self.cycle.get(self._deliver, timeout=timeout)
+        except queue.Empty:
+            return False
+        return True
 
 
 class Connection(impl_rabbit.Connection):
@@ -129,6 +153,12 @@ class Connection(impl_rabbit.Connection):
             self.connection.close()
             self.connection.transport_cls = Transport
         super().ensure_connection()
+
+    def stop_consuming(self):
+        super().stop_consuming()
+        transport = self.connection.transport
+        if isinstance(transport, Transport):
+            transport.stop()
 
 
 def install(rpc_transport):
