@@ -122,7 +122,7 @@ class ComputeManager:
             self._fail_build(context, instance, node, error)
             return
         try:
-            self._allocate_and_spawn(context, tracker, instance, node)
+            self._spawn_and_allocate(context, tracker, instance, node)
         except Exception as error:
             LOG.exception("Build of %s on %s/%s failed", instance.uuid, self.host, node)
             self._fail_build(context, instance, node, error)
@@ -147,13 +147,15 @@ class ComputeManager:
         if node in self.trackers:
             self.trackers[node].free_instance(context, instance)
 
-    def _allocate_and_spawn(self, context, tracker, instance, node):
+    def _spawn_and_allocate(self, context, tracker, instance, node):
+        """Start the guest with the devices claimed for it, then write their
+        allocation and the instance ACTIVE in one round trip."""
         faults.point(faults.BETWEEN_CLAIM_AND_ALLOCATE, instance=instance)
-        devices = tracker.allocate(context, instance)
+        devices = tracker.claimed_devices(instance)
         self.driver.spawn(node, instance.uuid, [device.address for device in devices])
         instance.vm_state, instance.task_state = states.ACTIVE, None
         instance.launched_at = timeutils.utcnow(with_timezone=True)
-        instance.save()
+        tracker.allocate(context, instance)
 
     # -------------------------------------------------------------- delete
 

@@ -142,13 +142,20 @@ class ResourceTracker:
                 raise exception.ComputeResourcesUnavailable(node=self.nodename, reason=str(error))
             return devices
 
+    def claimed_devices(self, instance):
+        """The devices ``instance`` holds here (claimed, or allocated)."""
+        with self._lock:
+            return self.pci_tracker.devices_of(instance.uuid)
+
     def allocate(self, context, instance):
-        """Turn the instance's PCI claims into allocations; ``PciDeviceConflict`` when
-        another writer changed the devices since the claim."""
+        """Turn the instance's PCI claims into allocations, written with the instance's
+        pending changes (a build's ACTIVE state) in one round trip;
+        ``PciDeviceConflict`` when another writer changed the devices since the claim,
+        and then neither is written."""
         with self._lock:
             devices = self.pci_tracker.allocate_instance(instance.uuid)
             try:
-                self._save(context)
+                self._save(context, instance=instance)
             except exception.PciDeviceConflict:
                 self._save_node(context)
                 raise
@@ -181,10 +188,12 @@ class ResourceTracker:
             for resource, _ in RESOURCES
         }
 
-    def _save(self, context, released=None):
+    def _save(self, context, released=None, instance=None):
         """Save the devices and the node's usage, pools and inventory, and end the
         allocations of the ``released`` instances: in one round trip when devices
-        changed or allocations end, and none when nothing did.
+        changed or allocations end, and none when nothing did. With ``instance``, its
+        pending changes travel with the devices instead of the node's (saved in a
+        call of their own, if any), and are saved alone if no device changed.
 
         On ``PciDeviceConflict`` nothing is saved and the PCI tracker holds the
         database's view again; the caller decides what the conflict means for it.
@@ -192,9 +201,13 @@ class ResourceTracker:
         faults.point(faults.BEFORE_TRACKER_SAVE, node=self.nodename)
         node = self._stage_node()
         with node.obj_alternate_context(context):
-            together = node if node.obj_what_changed() or released else None
-            if self.pci_tracker.save(context, together, released):
-                released = None
+            if instance is not None:
+                if not self.pci_tracker.save(context, instance=instance):
+                    instance.save()
+            else:
+                together = node if node.obj_what_changed() or released else None
+                if self.pci_tracker.save(context, together, released):
+                    released = None
         faults.point(faults.AFTER_TRACKER_SAVE, node=self.nodename)
         self._save_node(context, released)
 

@@ -3,6 +3,7 @@
 from oslo_utils import versionutils
 
 from pcisim.db import api as db_api
+from pcisim.db import engine as db_engine
 from pcisim.objects import base, fields
 from pcisim.objects.flavor import Flavor
 from pcisim.objects.instance_fault import InstanceFault
@@ -25,7 +26,9 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     #              allocations to the compute, which releases them as it frees the
     #              devices (ComputeNode 1.5)
     # Version 1.4: added flavor and image_ref
-    VERSION = "1.4"
+    # Version 1.5: added save_with_devices (a conductor serves it from 1.5 on; as
+    #              ever, conductors are upgraded before computes)
+    VERSION = "1.5"
 
     fields = {
         "id": fields.IntegerField(),
@@ -136,6 +139,21 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
             self.pci_requests.save()
         self.obj_reset_changes(recursive=True)
 
+    @base.remotable
+    def save_with_devices(self, node_id, changes, expected=None):
+        """Write the instance's pending changes and the device ``changes`` of compute
+        node ``node_id`` (as ``PciDeviceList.save_batch`` takes them) in one
+        transaction: one round trip for a build's allocation and its ACTIVE state, so
+        that no reader sees one without the other.
+
+        Answers and raises as ``save_batch`` does; on ``PciDeviceConflict``, or when
+        the instance is gone (``InstanceNotFound``), nothing at all is written.
+        """
+        with db_engine.write_transaction(self._context):
+            answer = PciDeviceList.save_batch(self._context, node_id, changes, expected)
+            self.save()
+        return answer
+
     def mark_error(self, error, host=None):
         """Put the instance in ERROR, off any node, with ``error`` as its newest fault.
 
@@ -169,11 +187,19 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.2: Instance 1.2
     # Version 1.3: Instance 1.3
     # Version 1.4: Instance 1.4
-    VERSION = "1.4"
+    # Version 1.5: Instance 1.5
+    VERSION = "1.5"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
     obj_relationships = {
-        "objects": [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.3"), ("1.4", "1.4")]
+        "objects": [
+            ("1.0", "1.0"),
+            ("1.1", "1.1"),
+            ("1.2", "1.2"),
+            ("1.3", "1.3"),
+            ("1.4", "1.4"),
+            ("1.5", "1.5"),
+        ]
     }
 
     @classmethod

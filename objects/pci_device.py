@@ -373,10 +373,11 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
                 changes["destroy"].append(device.address)
         return changes, kinds
 
-    def save(self, expected=None, node=None, released=None):
+    def save(self, expected=None, node=None, released=None, instance=None):
         """Write every device with pending changes in one round trip, with the pending
         changes of their compute ``node`` when given (``ComputeNode.save_with_devices``,
-        which also ends the allocations of the ``released`` instances there).
+        which also ends the allocations of the ``released`` instances there), or else
+        with those of ``instance`` (``Instance.save_with_devices``).
 
         The devices must belong to one compute node. Only their changes travel, and
         saved devices take what the database decided (ids, timestamps, deletion) and
@@ -400,10 +401,12 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
         # on both sides: about 6 us a device of a first sync, for nothing; a text is
         # one value to it.
         changes = json.dumps(changes)
-        if node is None:
-            answer = self.save_batch(self._context, node_id, changes, expected)
-        else:
+        if node is not None:
             answer = node.save_with_devices(changes, expected, released)
+        elif instance is not None:
+            answer = instance.save_with_devices(node_id, changes, expected)
+        else:
+            answer = self.save_batch(self._context, node_id, changes, expected)
         at, created = _AT.from_primitive(None, "at", answer["at"]), answer["created"]
         missing = set(answer["missing"])
         for device, kind in zip(pending, kinds, strict=True):

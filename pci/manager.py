@@ -267,12 +267,13 @@ class PciDevTracker:
 
     # -------------------------------------------------------------- save
 
-    def save(self, context=None, node=None, released=None):
+    def save(self, context=None, node=None, released=None, instance=None):
         """Write every device changed since the last save, in one round trip, as part of
         the request of ``context`` (default: the context the tracker was made with);
         with the pending changes of the compute ``node``, if given, in that same call,
-        and the end of the ``released`` instances' allocations on it. Returns whether
-        there was anything to write.
+        and the end of the ``released`` instances' allocations on it, or else with
+        those of ``instance``. Returns whether there was anything to write (when not,
+        nothing is written, ``instance`` included).
 
         A device whose row has disappeared is dropped from the tracker with a warning;
         the next hypervisor report creates it again. When another writer changed a
@@ -287,7 +288,7 @@ class PciDevTracker:
         dirty = list(self._dirty.values())
         expected = {d.address: self._stored[d.address] for d in dirty if d.address in self._stored}
         try:
-            PciDeviceList(context, objects=dirty).save(expected, node, released)
+            PciDeviceList(context, objects=dirty).save(expected, node, released, instance)
         except exception.PciDevicesNotFound as error:
             self._forget(error.kwargs["addresses"])
         except exception.PciDeviceConflict:

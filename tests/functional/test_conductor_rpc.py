@@ -271,6 +271,57 @@ def test_a_device_list_given_to_save_with_devices_is_answered_with_the_devices_a
     assert [row["status"] for row in _device_rows()] == ["unavailable"]
 
 
+def _building_instance(ctxt):
+    instance = Instance(ctxt, uuid=str(uuid.uuid4()), host="host1", node="node1")
+    instance.vm_state = "building"
+    instance.create()
+    return instance
+
+
+def test_an_instance_saved_with_its_devices_writes_both_in_one_round_trip(conductor, ctxt):
+    node = object_factories.compute_node(ctxt)
+    instance = _building_instance(ctxt)
+    device = object_factories.vf(ctxt, node, status="claimed", instance_uuid=instance.uuid)
+    device.status, instance.vm_state = "allocated", "active"
+    before = conductor.calls.total()
+
+    PciDeviceList(ctxt, objects=[device]).save(instance=instance)
+
+    assert conductor.calls.total() - before == 1
+    assert conductor.calls[("object_action", "Instance", "save_with_devices")] == 1
+    assert Instance.get_by_uuid(ctxt, instance.uuid).vm_state == "active"
+    assert [row["status"] for row in _device_rows()] == ["allocated"]
+    assert not device.obj_what_changed() and not instance.obj_what_changed()
+
+
+def test_an_instance_saved_with_devices_another_writer_changed_writes_neither(conductor, ctxt):
+    node = object_factories.compute_node(ctxt)
+    instance = _building_instance(ctxt)
+    device = object_factories.vf(ctxt, node, status="claimed", instance_uuid=instance.uuid)
+    device.status, instance.vm_state = "allocated", "active"
+    read_before = {device.address: {"status": "available", "instance_uuid": None}}
+
+    with pytest.raises(exception.PciDeviceConflict):
+        PciDeviceList(ctxt, objects=[device]).save(read_before, instance=instance)
+
+    assert Instance.get_by_uuid(ctxt, instance.uuid).vm_state == "building"
+    assert [row["status"] for row in _device_rows()] == ["claimed"]
+
+
+def test_devices_saved_with_an_instance_that_is_gone_are_not_written(conductor, ctxt):
+    node = object_factories.compute_node(ctxt)
+    instance = _building_instance(ctxt)
+    device = object_factories.vf(ctxt, node, status="claimed", instance_uuid=instance.uuid)
+    Instance.get_by_uuid(ctxt, instance.uuid).destroy()
+    device.status, instance.vm_state = "allocated", "active"
+
+    with pytest.raises(exception.InstanceNotFound):
+        PciDeviceList(ctxt, objects=[device]).save(instance=instance)
+
+    assert [row["status"] for row in _device_rows()] == ["claimed"]
+    assert device.obj_what_changed() == {"status"}
+
+
 def test_direct_database_call_from_the_compute_side_is_refused(conductor, ctxt):
     with pytest.raises(exception.DBNotAllowed, match="pcisim.db.api.pci_device_get_all_by_node"):
         db_api.pci_device_get_all_by_node(ctxt, 1)

@@ -6,7 +6,7 @@ import pytest
 from pcisim import testing, trace, trace_report
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import rpcapi
-from pcisim.objects.pci_device import PciDeviceList
+from pcisim.objects.instance import Instance
 from pcisim.pci.devspec import DeviceSpecList
 from pcisim.pci.request import parse_aliases
 from tests import backends
@@ -76,20 +76,18 @@ def _what(record):
 
 def test_a_boot_is_one_flow_api_to_conductor_to_compute(plane, recording):
     plane.boot("vm", "gpu:1")
-    messages, _ = _flow_with(plane, recording, "schedule_and_build_instances", "Instance.save")
+    messages, _ = _flow_with(
+        plane, recording, "schedule_and_build_instances", "Instance.save_with_devices"
+    )
     assert messages[:2] == [
         ("api", "conductor", "call", "schedule_and_build_instances"),
         ("conductor", HOST, "cast", "build_and_run_instance"),
     ]
     assert ("api", "conductor", "call", "schedule_and_build_instances") not in messages[2:]
     compute_calls = [what for sender, _, _, what in messages if sender == HOST]
-    # the claim saves the devices and the node in one call; the allocation only the
-    # devices (the node's usage and pools are unchanged); then the instance
-    assert compute_calls == [
-        "ComputeNode.save_with_devices",
-        "PciDeviceList.save_batch",
-        "Instance.save",
-    ]
+    # the claim saves the devices and the node in one call; the allocation saves the
+    # devices with the instance ACTIVE (the node's usage and pools are unchanged)
+    assert compute_calls == ["ComputeNode.save_with_devices", "Instance.save_with_devices"]
 
 
 def test_a_delete_is_one_flow_in_which_the_compute_frees_the_devices(plane, recording):
@@ -105,12 +103,14 @@ def test_a_delete_is_one_flow_in_which_the_compute_frees_the_devices(plane, reco
 
 def test_each_message_names_its_rpc_and_object_versions_and_how_long_it_took(plane, recording):
     plane.boot("vm", "gpu:1")
-    _, flow = _flow_with(plane, recording, "schedule_and_build_instances", "Instance.save")
-    (save, *_) = [r for r in flow if r.get("object_method") == "save_batch"]
+    _, flow = _flow_with(
+        plane, recording, "schedule_and_build_instances", "Instance.save_with_devices"
+    )
+    (save,) = [r for r in flow if _what(r) == "Instance.save_with_devices"]
     assert (save["method"], save["version"], save["object_version"]) == (
-        "object_class_action_versions",
+        "object_action",
         rpcapi.RPC_API_VERSION,
-        PciDeviceList.VERSION,
+        Instance.VERSION,
     )
     assert save["ms"] > 0 and save["outcome"] == "ok"
 
