@@ -47,6 +47,7 @@ class ResourceTracker:
         self.pci_tracker = None
         self._usage = {}  # instance uuid -> {vcpus, memory_mb, local_gb}
         self._healed_for = None  # the instances the allocations were last healed for
+        self._agreed = {}  # node field -> (pools it held, pools found equal to them)
         self._lock = threading.Lock()
 
     # -------------------------------------------------------------- periodic
@@ -237,17 +238,24 @@ class ResourceTracker:
         for resource, used in self._used().items():
             if getattr(node, f"{resource}_used") != used:
                 setattr(node, f"{resource}_used", used)
-        pools = self.pci_tracker.stats.to_device_pools_obj()
-        if _differs(node.pci_device_pools, pools):
-            node.pci_device_pools = pools
-        inventory = self.pci_tracker.inventory()
-        if _differs(node.pci_inventory, inventory):
-            node.pci_inventory = inventory
+        self._publish(node, "pci_device_pools", self.pci_tracker.stats.to_device_pools_obj())
+        self._publish(node, "pci_inventory", self.pci_tracker.inventory())
         return node
 
+    def _publish(self, node, field, pools):
+        """Set the node's ``field`` to ``pools`` where they differ from what it holds.
 
-def _differs(published, pools):
-    return published is None or published.to_json() != pools.to_json()
+        The PCI tracker hands out the same inventory object until it changes, so the
+        comparison (two JSON texts) is made once per pair of objects, not per save.
+        """
+        held = getattr(node, field)
+        agreed = self._agreed.get(field)
+        if held is pools or (agreed is not None and agreed[0] is held and agreed[1] is pools):
+            return
+        if held is None or held.to_json() != pools.to_json():
+            setattr(node, field, pools)
+        else:
+            self._agreed[field] = (held, pools)
 
 
 def _usage_of(instance):

@@ -68,14 +68,12 @@ class PoolKey(
         )
 
 
-def inventory_counts(devices, tags_for):
-    """{PoolKey: total} of the devices in the inventory (every tracked one but
-    removed and deleted ones)."""
-    return collections.Counter(
-        PoolKey.of(device, tags_for(device))
-        for device in devices
-        if device.status not in OUT_OF_INVENTORY
-    )
+def inventory_key(device, tags):
+    """The PoolKey of the inventory pool ``device`` counts in, or None when it is
+    out of the inventory (removed, deleted)."""
+    if device.status in OUT_OF_INVENTORY:
+        return None
+    return PoolKey.of(device, tags)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,10 @@ S = fields.PciDeviceStatus
 REMOVABLE = pci_device_state.TRANSITIONS["remove"].sources
 
 
+# An inventory key no device has: a device not yet noted.
+_UNKNOWN = object()
+
+
 class PciDevTracker:
     """The master copy of one compute node's PCI devices, their pools and holders."""
 
@@ -56,6 +60,8 @@ class PciDevTracker:
         self._stored = {}  # address -> holder fields as last read or written
         self._held_reports = {}  # address -> report applied once the device is free
         self._pending_removal = set()
+        self._inventory_keys = {}  # address -> its inventory pool's key, None if out
+        self._inventory = None  # the inventory of those keys, until one changes
         self.stats = pci_stats.PciDeviceStats(
             tags_for=self._tags_for,
             numa_sockets=self._numa_sockets,
@@ -82,15 +88,28 @@ class PciDevTracker:
     def inventory(self):
         """What the scheduler may allocate of this node's devices: the pools of every
         device in the inventory, with totals and groups (``pci/capacity.py``), and the
-        node's NUMA sockets, which the ``socket`` NUMA policy plans with."""
-        counts = capacity.inventory_counts(self._devices.values(), self._tags_for)
-        return PciDevicePoolList.of(
-            [
-                PciDevicePool(**{**key._asdict(), "tags": dict(key.tags)}, count=count)
-                for key, count in sorted(counts.items(), key=str)
-            ],
-            self._numa_sockets,
-        )
+        node's NUMA sockets, which the ``socket`` NUMA policy plans with.
+
+        The same object until a device joins, leaves or changes pool: claims and
+        frees, most of what a tracker does, leave the inventory as it is, and the
+        compute publishes it only when it changed.
+        """
+        if self._inventory is None:
+            counts = collections.Counter(k for k in self._inventory_keys.values() if k)
+            self._inventory = PciDevicePoolList.of(
+                [
+                    PciDevicePool(**{**key._asdict(), "tags": dict(key.tags)}, count=count)
+                    for key, count in sorted(counts.items(), key=str)
+                ],
+                self._numa_sockets,
+            )
+        return self._inventory
+
+    def _note_inventory(self, device):
+        key = capacity.inventory_key(device, self._tags_for(device))
+        if self._inventory_keys.get(device.address, _UNKNOWN) != key:
+            self._inventory_keys[device.address] = key
+            self._inventory = None
 
     def pci_resources_of(self, instance_uuid):
         """{PCI resource name: devices} that an instance holds, by inventory pool."""
@@ -185,6 +204,7 @@ class PciDevTracker:
             if getattr(device, name) != values.get(name):
                 setattr(device, name, values.get(name))
         self._tags[device.address] = self._specs.tags_for(values)
+        self._note_inventory(device)
         self.stats.update_device(device)
         self._dirty[device.address] = device
 
@@ -318,6 +338,7 @@ class PciDevTracker:
     def _track(self, device):
         self._devices[device.address] = device
         self._tags[device.address] = self._specs.tags_for(report_of(device))
+        self._note_inventory(device)
         if device.instance_uuid and device.status in (S.CLAIMED, S.ALLOCATED):
             self._hold(device.instance_uuid, device)
         self.stats.update_device(device)
@@ -326,6 +347,8 @@ class PciDevTracker:
         self._devices.pop(device.address, None)
         self._stored.pop(device.address, None)
         self._tags.pop(device.address, None)
+        if self._inventory_keys.pop(device.address, None) is not None:
+            self._inventory = None
         self._dirty.pop(device.address, None)
         self._held_reports.pop(device.address, None)
         self._pending_removal.discard(device.address)
@@ -339,6 +362,7 @@ class PciDevTracker:
 
     def _changed(self, devices):
         for device in devices:
+            self._note_inventory(device)
             self.stats.update_device(device)
             self._dirty[device.address] = device
 
@@ -346,6 +370,7 @@ class PciDevTracker:
         for device in devices:
             for relative in [device.parent_device, *device.child_devices]:
                 if relative is not None and relative.obj_what_changed():
+                    self._note_inventory(relative)
                     self._dirty[relative.address] = relative
 
     def _settle_pf_statuses(self):

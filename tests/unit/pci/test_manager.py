@@ -440,3 +440,42 @@ def test_an_available_pf_with_unavailable_vfs_left_by_nova_bug_1969496_is_claime
     tracker.save()
     stored = _stored(ctxt, node)
     assert {stored[address].status for address in [pf.address, *vfs]} == {S.AVAILABLE}
+
+
+def _inventory_totals(tracker):
+    return sorted((pool.dev_type, pool.group, pool.count) for pool in tracker.inventory())
+
+
+def test_claims_and_frees_leave_the_inventory_the_same_object(tracker):
+    before = tracker.inventory()
+
+    tracker.claim_instance("i-1", _requests())
+    tracker.allocate_instance("i-1")
+    tracker.free_instance("i-1")
+    tracker.claim_instance("i-2", _requests(PF_SPEC))
+
+    assert tracker.inventory() is before
+
+
+def test_a_device_gone_from_the_report_leaves_the_inventory(tracker):
+    before = _inventory_totals(tracker)
+    report = inventory.sriov_report(2, 4)
+    gone = report.pop()
+
+    tracker.update_devices_from_hypervisor_resources(report)
+
+    after = _inventory_totals(tracker)
+    assert after != before
+    vfs = {group: count for kind, group, count in after if kind == "type-VF"}
+    assert vfs[gone["parent_addr"]] == 3
+    tracker.save()
+    tracker.update_devices_from_hypervisor_resources(inventory.sriov_report(2, 4))
+    assert _inventory_totals(tracker) == before
+
+
+def test_the_inventory_of_a_reloaded_tracker_is_built_again(tracker, node, ctxt):
+    before = _inventory_totals(tracker)
+
+    reloaded = PciDevTracker(ctxt, node, SPECS)
+
+    assert _inventory_totals(reloaded) == before
