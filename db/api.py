@@ -162,18 +162,29 @@ _NODE_INVENTORY = frozenset({"vcpus", "memory_mb", "local_gb", "pci_inventory"})
 @_retry_on_deadlock
 @writer
 def compute_node_update(context, node_id, values):
-    """Update a node; a change of its inventory bumps its generation, so that an
-    allocation chosen from the old inventory is refused."""
+    """Update a live node's columns in one statement, reading nothing, and return
+    the time written (its ``updated_at``); ``ComputeNodeNotFound`` if no live node has
+    that id. A change of its inventory bumps its generation, so that an allocation
+    chosen from the old inventory is refused."""
     _check_values(models.ComputeNode, values, forbidden=_BOOKKEEPING | {"generation"})
-    node = compute_node_get(context, node_id)
-    inventory_changed = any(
-        getattr(node, key) != values[key] for key in _NODE_INVENTORY & values.keys()
+    table, now = models.ComputeNode.__table__, _now()
+    assignments = [(table.c[key], value) for key, value in values.items()]
+    inventory = [
+        table.c[key].is_distinct_from(values[key]) for key in _NODE_INVENTORY & values.keys()
+    ]
+    if inventory:
+        # NOTE: first, as MySQL and MariaDB assign from left to right, each assignment
+        # seeing the columns that the ones before it set.
+        bump = sa.case((sa.or_(*inventory), 1), else_=0)
+        assignments.insert(0, (table.c.generation, table.c.generation + bump))
+    statement = (
+        sa.update(table)
+        .where(table.c.id == node_id, table.c.deleted == 0)
+        .ordered_values(*assignments, (table.c.updated_at, now))
     )
-    _apply(node, values)
-    if inventory_changed:
-        node.generation = models.ComputeNode.generation + 1
-    context.session.flush()
-    return node
+    if context.session.execute(statement).rowcount != 1:
+        raise exception.ComputeNodeNotFound(node_id=node_id)
+    return now
 
 
 @_retry_on_deadlock

@@ -99,8 +99,8 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
         """Write pending changes (resource usage, pools) to the node's row."""
         values = self._db_values(self.obj_what_changed())
         if values:
-            row = db_api.compute_node_update(self._context, self.id, values)
-            self._from_db_object(self._context, self, row)
+            self.updated_at = db_api.compute_node_update(self._context, self.id, values)
+        self.obj_reset_changes(recursive=True)
 
     @base.remotable
     def save_with_devices(self, changes, expected=None, released=None):

@@ -412,6 +412,25 @@ def test_a_node_update_that_saves_its_inventory_unchanged_keeps_its_generation(d
     assert _generation(ctxt, node) == before
 
 
+def test_a_node_update_that_changes_its_inventory_among_other_columns_bumps_it_once(db, ctxt):
+    node = factories.compute_node(ctxt, pci_inventory="[]")
+    before = _generation(ctxt, node)
+
+    api.compute_node_update(ctxt, node.id, {"vcpus_used": 3, "pci_inventory": "{}", "vcpus": 64})
+
+    assert _generation(ctxt, node) == before + 1
+    stored = api.compute_node_get(ctxt, node.id)
+    assert (stored.vcpus_used, stored.pci_inventory, stored.vcpus) == (3, "{}", 64)
+
+
+def test_a_node_update_of_a_deleted_node_raises_not_found_and_writes_nothing(db, ctxt):
+    node = factories.compute_node(ctxt)
+    api.compute_node_delete(ctxt, node.id)
+
+    with pytest.raises(exception.ComputeNodeNotFound):
+        api.compute_node_update(ctxt, node.id, {"vcpus_used": 3})
+
+
 def test_a_node_update_refuses_to_set_the_generation(db, ctxt):
     node = factories.compute_node(ctxt)
 
