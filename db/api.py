@@ -266,15 +266,22 @@ def instance_get_all_by_host_and_node(context, host, node=None):
 @_retry_on_deadlock
 @writer
 def instance_update(context, uuid, values, release_allocations=False):
-    """Update an instance; with ``release_allocations``, one that ends (ERROR,
-    DELETED) releases its allocations in the same transaction."""
+    """Update a live instance's columns in one statement, reading nothing, and return
+    the time written (its ``updated_at``); ``InstanceNotFound`` if no live instance
+    has that uuid. With ``release_allocations``, one that ends (ERROR, DELETED)
+    releases its allocations in the same transaction."""
     _check_values(models.Instance, values, forbidden=_BOOKKEEPING | {"uuid"})
-    instance = instance_get_by_uuid(context, uuid)
-    _apply(instance, values)
-    context.session.flush()
+    table, now = models.Instance.__table__, _now()
+    statement = (
+        sa.update(table)
+        .where(table.c.uuid == uuid, table.c.deleted == 0)
+        .values({**values, "updated_at": now})
+    )
+    if context.session.execute(statement).rowcount != 1:
+        raise exception.InstanceNotFound(instance_uuid=uuid)
     if release_allocations and values.get("vm_state") in _ENDED:
         allocations.release_in(context.session.connection(), uuid)
-    return instance
+    return now
 
 
 @_retry_on_deadlock

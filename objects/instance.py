@@ -128,13 +128,12 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         changed = self.obj_what_changed()
         values = self._db_values(changed)
         if values:
-            row = db_api.instance_update(
+            self.updated_at = db_api.instance_update(
                 self._context,
                 self.uuid,
                 values,
                 release_allocations=not self._caller_releases_allocations(),
             )
-            self._copy_row(row)
         if "pci_requests" in changed and self.pci_requests is not None:
             self.pci_requests.save()
         self.obj_reset_changes(recursive=True)

@@ -1,5 +1,6 @@
 """Instances, what they own (extra, faults) and compute nodes."""
 
+import datetime
 import uuid
 
 import pytest
@@ -53,6 +54,25 @@ def test_instance_update_changes_the_stored_instance(db, ctxt):
     stored = api.instance_get_by_uuid(ctxt, inst.uuid)
     assert (stored.vm_state, stored.task_state) == ("stopped", None)
     assert stored.updated_at is not None
+
+
+def test_instance_update_answers_the_time_it_wrote(db, ctxt):
+    inst = factories.instance(ctxt)
+
+    written = api.instance_update(ctxt, inst.uuid, {"vm_state": "stopped"})
+
+    # NOTE: MariaDB's DATETIME keeps whole seconds.
+    stored = api.instance_get_by_uuid(ctxt, inst.uuid).updated_at
+    assert abs(stored - written) < datetime.timedelta(seconds=1)
+
+
+def test_instance_update_of_a_deleted_instance_raises_not_found(db, ctxt):
+    inst = factories.instance(ctxt)
+    api.instance_destroy(ctxt, inst.uuid)
+
+    with pytest.raises(exception.InstanceNotFound):
+        api.instance_update(ctxt, inst.uuid, {"vm_state": "stopped"})
+    assert api.instance_get_by_uuid(ctxt, inst.uuid, read_deleted=True).vm_state != "stopped"
 
 
 def test_instance_update_refuses_to_change_the_uuid(db, ctxt):
