@@ -26,6 +26,7 @@ from pcisim import dbaccess, rpc
 from pcisim.conductor import rpcapi
 from pcisim.db import engine, models
 from pcisim.objects import base as objects_base
+from pcisim.objects.instance import Instance
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
 from tests import config_overrides, object_factories
 from tests.conftest import RABBIT_URL
@@ -206,3 +207,23 @@ def test_a_new_compute_saving_through_a_conductor_not_yet_upgraded_is_refused_wr
 
     assert device.obj_what_changed() == {"status"}
     assert _statuses(node.id) == [(kept.address, "available")]
+
+
+def test_a_new_computes_allocation_with_its_instance_through_an_old_conductor_writes_nothing(
+    db, old_conductor, ctxt
+):
+    with dbaccess.granted():
+        node = object_factories.compute_node(ctxt)
+        instance = Instance(ctxt, uuid=str(uuid.uuid4()), host="host1", node="node1")
+        instance.vm_state = "building"
+        instance.create()
+        kept = object_factories.vf(ctxt, node, status="claimed", instance_uuid=instance.uuid)
+    device = PciDevice.get_by_dev_addr(ctxt, node.id, kept.address)
+    device.status, instance.vm_state = "allocated", "active"
+
+    with pytest.raises(ovo_exception.IncompatibleObjectVersion, match="Instance"):
+        PciDeviceList(ctxt, objects=[device]).save(instance=instance)
+
+    assert _statuses(node.id) == [(kept.address, "claimed")]
+    with dbaccess.granted():
+        assert Instance.get_by_uuid(ctxt, instance.uuid).vm_state == "building"
