@@ -122,6 +122,7 @@ def claim(context, node_id, generation, consumer_uuid, resources):
     inventory or allocations changed since that generation was read, or the node went.
     """
     connection = context.session.connection()
+    _lock_nodes(connection, [node_id])
     swapped = connection.execute(
         _SWAP_GENERATION, {"node_id": node_id, "read_generation": generation}
     )
@@ -148,8 +149,12 @@ def release_in(connection, consumer_uuid):
     )
     if not node_ids:
         return 0
+    _lock_nodes(connection, node_ids)
     removed = connection.execute(
-        ALLOCATIONS.delete().where(ALLOCATIONS.c.consumer_uuid == consumer_uuid)
+        ALLOCATIONS.delete().where(
+            ALLOCATIONS.c.consumer_uuid == consumer_uuid,
+            ALLOCATIONS.c.compute_node_id.in_(node_ids),
+        )
     ).rowcount
     _bump(connection, node_ids)
     return removed
@@ -161,6 +166,7 @@ def release_on_node(context, node_id, consumer_uuids):
     does in the transaction that frees their devices there. Returns how many rows
     went; the node's generation moves when any did."""
     connection = context.session.connection()
+    _lock_nodes(connection, [node_id])
     removed = connection.execute(
         ALLOCATIONS.delete().where(
             ALLOCATIONS.c.compute_node_id == node_id,
@@ -200,9 +206,9 @@ def heal(context, node_id, held):
     """
     connection = context.session.connection()
     node = connection.execute(
-        sa.select(NODES.c.host, NODES.c.hypervisor_hostname).where(
-            NODES.c.id == node_id, NODES.c.deleted == 0
-        )
+        sa.select(NODES.c.host, NODES.c.hypervisor_hostname)
+        .where(NODES.c.id == node_id, NODES.c.deleted == 0)
+        .with_for_update()
     ).one_or_none()
     if node is None:
         raise exception.ComputeNodeNotFound(node_id=node_id)
@@ -329,6 +335,22 @@ def _insert(connection, node_id, allocations):
     ]
     if rows:
         connection.execute(ALLOCATIONS.insert(), rows)
+
+
+def _lock_nodes(connection, node_ids):
+    """Lock the rows of the nodes by their primary key, in the order of their ids,
+    before any allocation.
+
+    NOTE: every writer of allocations takes these locks first. On MariaDB a writer that
+    held allocation rows (every row its DELETE scanned) while it waited for a node
+    deadlocked with one that held the node while it deleted allocations; and a claim
+    whose swap found its node through the (deleted, id, generation) index locked that
+    index's entry before the row, the reverse of a write by id. Where SELECT ... FOR
+    UPDATE does not exist (SQLite) the writer already holds the database's one write
+    lock."""
+    connection.execute(
+        sa.select(NODES.c.id).where(NODES.c.id.in_(node_ids)).order_by(NODES.c.id).with_for_update()
+    ).all()
 
 
 def _bump(connection, node_ids):

@@ -17,13 +17,12 @@ import datetime
 import functools
 
 import sqlalchemy as sa
-from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from pcisim import exception
 from pcisim.db import allocations, models, pci_batch
-from pcisim.db.engine import reader, writer
+from pcisim.db.engine import reader, retry_on_deadlock, writer
 
 PCI_REQUIRED_FIELDS = (
     "compute_node_id",
@@ -38,13 +37,6 @@ _BOOKKEEPING = frozenset({"id", "created_at", "updated_at", "deleted", "deleted_
 # vm_states of an instance that holds nothing any more.
 _ENDED = frozenset({"error", "deleted"})
 _PCI_IDENTITY = frozenset({"compute_node_id", "address"})
-# NOTE: a writer that deadlocks with another transaction (an archive run, say) or
-# waits longer than innodb_lock_wait_timeout for a row lock is rolled back and run
-# again, a few times, after a short random pause; outermost, so that the whole
-# transaction is retried.
-_retry_on_deadlock = oslo_db_api.wrap_db_retry(
-    max_retries=5, retry_interval=0.1, max_retry_interval=2, retry_on_deadlock=True
-)
 
 
 @functools.cache
@@ -110,7 +102,7 @@ def _now():
 # ---------------------------------------------------------------- compute nodes
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def compute_node_create(context, values):
     """Insert a compute node; ``ComputeNodeExists`` if host/node is already taken."""
@@ -159,7 +151,7 @@ def compute_node_get_all(context):
 _NODE_INVENTORY = frozenset({"vcpus", "memory_mb", "local_gb", "pci_inventory"})
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def compute_node_update(context, node_id, values):
     """Update a live node's columns in one statement, reading nothing, and return
@@ -187,7 +179,7 @@ def compute_node_update(context, node_id, values):
     return now
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def compute_node_delete(context, node_id):
     """Soft-delete a compute node together with its live PCI devices, and remove the
@@ -211,7 +203,7 @@ def compute_node_delete(context, node_id):
 # -------------------------------------------------------------------- instances
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def instance_create(context, values, extra=None):
     """Insert an instance and its ``instance_extra`` row in one transaction.
@@ -263,7 +255,7 @@ def instance_get_all_by_host_and_node(context, host, node=None):
     return list(context.session.scalars(query.order_by(models.Instance.id)))
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def instance_update(context, uuid, values, release_allocations=False):
     """Update a live instance's columns in one statement, reading nothing, and return
@@ -284,7 +276,7 @@ def instance_update(context, uuid, values, release_allocations=False):
     return now
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def instance_destroy(context, uuid, values=None, release_allocations=False):
     """Soft-delete an instance, with its last ``values`` written in the same
@@ -310,7 +302,7 @@ def instance_extra_get_by_instance_uuid(context, uuid):
     )
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def instance_extra_update_by_uuid(context, uuid, values):
     _check_values(models.InstanceExtra, values, forbidden=_BOOKKEEPING | {"instance_uuid"})
@@ -334,7 +326,7 @@ def _insert_owned(context, model, values):
     return row
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def instance_fault_create(context, values):
     """Record why an instance failed (code, message, details, host)."""
@@ -372,7 +364,7 @@ def _check_device_update(values):
     _check_values(models.PciDevice, values, forbidden=_BOOKKEEPING | _PCI_IDENTITY)
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def pci_device_create(context, values):
     """Insert one PCI device.
@@ -388,7 +380,7 @@ def pci_device_create(context, values):
     return _newest_device(context, node_id, values["address"])
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def pci_device_update(context, node_id, address, values):
     """Update the one live device at (node_id, address) and return it.
@@ -402,7 +394,7 @@ def pci_device_update(context, node_id, address, values):
     return _write_device(context, node_id, address, values)
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def pci_device_destroy(context, node_id, address):
     """Soft-delete the live device at (node_id, address) and return its row; the same
@@ -504,7 +496,7 @@ class PciDeviceBatchResult:
     missing: list = dataclasses.field(default_factory=list)
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), expected=None):
     """Write a node's changed devices in one transaction; a ``PciDeviceBatchResult``.
@@ -558,7 +550,7 @@ def _check_batch(node_id, create, update, expected):
 # --------------------------------------------------------------------- services
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def service_create(context, values):
     """Insert a service record; ``ServiceExists`` when host and binary are taken."""
@@ -627,7 +619,7 @@ _HOSTS_UP = sa.select(_SERVICES.c.host).where(
 )
 
 
-@_retry_on_deadlock
+@retry_on_deadlock
 @writer
 def service_update(context, service_id, values):
     _check_values(models.Service, values)

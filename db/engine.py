@@ -8,6 +8,8 @@ import contextlib
 import functools
 import os
 
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 
 from pcisim import conf as pcisim_conf
@@ -44,6 +46,39 @@ def check_access(function):
 
 reader = _guarded(context_manager.reader, only_reads=True)
 writer = _guarded(context_manager.writer, only_reads=False)
+
+
+_retrying = oslo_db_api.wrap_db_retry(
+    max_retries=5, retry_interval=0.1, max_retry_interval=2, retry_on_deadlock=True
+)
+
+
+def retry_on_deadlock(fn):
+    """Run ``fn(context, ...)``, which opens a transaction, again (a few times, after a
+    short random pause) when the database rolls it back as a deadlock's victim or for a
+    lock it waited too long for: an archive run or another writer crossed its locks.
+
+    Only an outermost transaction is run again. The victim of a deadlock is the whole
+    transaction: inside an outer one, the statements it ran before are gone with it,
+    and running ``fn`` again would commit its own writes without them. There the error
+    goes up to whoever began the transaction, to retry it whole or to fail."""
+    retrying = _retrying(fn)
+
+    @functools.wraps(fn)
+    def wrapper(context, *args, **kwargs):
+        if in_transaction(context):
+            return fn(context, *args, **kwargs)
+        return retrying(context, *args, **kwargs)
+
+    return wrapper
+
+
+def in_transaction(context):
+    """Whether a transaction of ``context`` is open in this thread."""
+    try:
+        return context.transaction_ctx is not None
+    except db_exc.NoEngineContextEstablished:
+        return False
 
 
 def configure(conf=pcisim_conf.CONF, create_directory=True):

@@ -114,13 +114,24 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
 
         Answers as ``PciDeviceList.save_batch`` does (the devices as stored when
         ``changes`` is a PciDeviceList, from a caller of ComputeNode 1.4 or older), and
-        raises as it does; on ``PciDeviceConflict`` nothing at all is written.
+        raises as it does; on ``PciDeviceConflict`` nothing at all is written. A
+        transaction the database rolls back for a deadlock or a lock wait is run again
+        whole.
         """
-        with db_engine.write_transaction(self._context):
-            answer = PciDeviceList.save_batch(self._context, self.id, changes, expected)
-            self.save()
-            if released:
-                db_allocations.release_on_node(self._context, self.id, released)
+        values = self._db_values(self.obj_what_changed())
+
+        @db_engine.retry_on_deadlock
+        def write(context):
+            with db_engine.write_transaction(context):
+                answer = PciDeviceList.save_batch(context, self.id, changes, expected)
+                if values:
+                    self.updated_at = db_api.compute_node_update(context, self.id, values)
+                if released:
+                    db_allocations.release_on_node(context, self.id, released)
+            return answer
+
+        answer = write(self._context)
+        self.obj_reset_changes(recursive=True)
         return answer
 
     @base.remotable

@@ -146,12 +146,19 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         that no reader sees one without the other.
 
         Answers and raises as ``save_batch`` does; on ``PciDeviceConflict``, or when
-        the instance is gone (``InstanceNotFound``), nothing at all is written.
+        the instance is gone (``InstanceNotFound``), nothing at all is written. A
+        transaction the database rolls back for a deadlock or a lock wait is run again
+        whole (``save`` forgets the pending changes only after its last statement).
         """
-        with db_engine.write_transaction(self._context):
-            answer = PciDeviceList.save_batch(self._context, node_id, changes, expected)
-            self.save()
-        return answer
+
+        @db_engine.retry_on_deadlock
+        def write(context):
+            with db_engine.write_transaction(context):
+                answer = PciDeviceList.save_batch(context, node_id, changes, expected)
+                self.save()
+            return answer
+
+        return write(self._context)
 
     def mark_error(self, error, host=None):
         """Put the instance in ERROR, off any node, with ``error`` as its newest fault.

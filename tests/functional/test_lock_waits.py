@@ -1,4 +1,5 @@
-"""On MariaDB, a DB API write that waits too long for a row lock is retried, not lost.
+"""On MariaDB, a write that waits too long for a row lock is retried, not lost: a DB API
+call on its own, or a transaction of several (a compute's free of devices) run again whole.
 
 Another transaction holds the row; the write waits for it longer than the session's
 ``innodb_lock_wait_timeout`` (one second here), which oslo.db reports as a deadlock;
@@ -14,8 +15,9 @@ import pytest
 import sqlalchemy as sa
 from oslo_db.sqlalchemy import enginefacade
 
+from pcisim.db import allocations, engine
 from pcisim.db import api as db_api
-from pcisim.db import engine
+from pcisim.objects.pci_device import PciDeviceList
 from tests import backends, object_factories
 
 LOCK_WAIT_SECONDS = 1
@@ -148,3 +150,27 @@ def test_a_device_batch_save_that_waits_too_long_for_its_rows_is_retried(
     assert holder.retried.is_set()
     [row] = _rows(database, devices, compute_node_id=node.id)
     assert row["status"] == "claimed"
+
+
+def test_a_free_that_waits_too_long_for_an_allocation_is_run_again_whole(
+    impatient_db, database, ctxt
+):
+    node = object_factories.compute_node(ctxt)
+    instance_uuid = str(uuid.uuid4())
+    device = object_factories.vf(ctxt, node, status="allocated", instance_uuid=instance_uuid)
+    (state,), _ = allocations.host_states(ctxt, [node.id])
+    allocations.claim(ctxt, node.id, state.generation, instance_uuid, {"VCPU": 1})
+    device.status, device.instance_uuid = "available", None
+    node.vcpus_used = 0
+    lock = sa.text("SELECT * FROM allocations WHERE consumer_uuid = :uuid FOR UPDATE").bindparams(
+        uuid=instance_uuid
+    )
+
+    with RowHolder(database, lock) as holder:
+        PciDeviceList(ctxt, objects=[device]).save(node=node, released=[instance_uuid])
+
+    assert holder.retried.is_set()
+    assert db_api.pci_device_get_by_addr(ctxt, node.id, device.address).status == "available"
+    assert allocations.get_by_consumer(ctxt, instance_uuid) == {}
+    assert db_api.compute_node_get(ctxt, node.id).vcpus_used == 0
+    assert not node.obj_what_changed()
