@@ -61,12 +61,13 @@ class ConductorAPI(ovo_base.VersionedObjectIndirectionAPI):
         """Run ``objinst.objmethod(*args, **kwargs)`` on the conductor.
 
         Returns ``(updates, result)``: the fields the method changed, as primitives,
-        with ``obj_what_changed`` listing what is still pending; and its result.
+        with ``obj_what_changed`` listing what is still pending; and its result. Only
+        what the method reads travels (``PcisimObject.obj_for_call``).
         """
         return self.client.prepare().call(
             context,
             "object_action",
-            objinst=objinst,
+            objinst=objinst.obj_for_call(objmethod),
             objmethod=objmethod,
             args=args,
             kwargs=kwargs,

@@ -50,6 +50,30 @@ class PcisimObject(ovo_base.VersionedObject):
 
     indirection_api = _ThreadIndirection()
 
+    # NOTE: {remotable method: the fields it reads besides the pending changes}. Called
+    # from a process without the database, such a method is sent a copy of the object
+    # holding only those fields and the changes (``obj_for_call``): a node's two pool
+    # lists, or an instance's flavor and PCI requests, travel both ways and are
+    # compared on the conductor only when they changed.
+    obj_sent_for = {}
+
+    def obj_for_call(self, objmethod):
+        """What an RPC call of the remotable ``objmethod`` sends: this object, or for a
+        method of ``obj_sent_for`` a copy of the fields it reads and of the pending
+        changes, pending in the copy too. The caller's object takes the call's updates
+        as ever (``remotable``)."""
+        needed = self.obj_sent_for.get(objmethod)
+        if needed is None:
+            return self
+        changed = self.obj_what_changed()
+        stored_in = _storage_attributes(type(self))
+        sent = type(self)(self._context)
+        sent.VERSION = self.VERSION  # an object read from an older primitive keeps its own
+        for name in (*needed, *changed):
+            setattr(sent, stored_in[name], getattr(self, stored_in[name]))
+        sent._changed_fields = set(changed)
+        return sent
+
     # NOTE: oslo.versionedobjects' obj_attr_is_set builds the list of every field name
     # to look one up, and its obj_what_changed asks that of every field, holding an
     # object or not: serializing, saving and resetting an object cost O(fields^2).

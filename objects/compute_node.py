@@ -45,6 +45,7 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
         "pci_inventory": fields.ObjectField("PciDevicePoolList", nullable=True),
         **base.PcisimPersistentObject.fields,
     }
+    obj_sent_for = {"save": ("id",), "save_with_devices": ("id",)}
     obj_relationships = {
         "pci_device_pools": [("1.1", "1.0"), ("1.2", "1.1"), ("1.4", "1.2")],
         "pci_inventory": [("1.2", "1.1"), ("1.4", "1.2")],

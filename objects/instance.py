@@ -51,6 +51,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         "flavor": fields.ObjectField("Flavor", nullable=True),
         **base.PcisimPersistentObject.fields,
     }
+    obj_sent_for = {"save": ("uuid",), "save_with_devices": ("uuid",), "destroy": ("uuid",)}
     obj_relationships = {
         "pci_requests": [("1.0", "1.1")],
         "pci_devices": [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.3"), ("1.3", "1.4")],

@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from pcisim import dbaccess, exception, testing
+from pcisim.conductor import manager as conductor_manager
 from pcisim.db import api as db_api
 from pcisim.db import engine, models
 from pcisim.objects import base as objects_base
@@ -375,3 +376,66 @@ def test_the_pre_manifest_calls_reach_the_same_conductor_methods(conductor, ctxt
 
     assert (device.VERSION, device.obj_attr_is_set("uuid")) == ("1.0", False)
     assert (backported.VERSION, backported.obj_attr_is_set("uuid")) == ("1.0", False)
+
+
+@pytest.fixture
+def arrivals(monkeypatch):
+    """(method, fields set, fields pending) of each object that reaches the conductor's
+    ``object_action``, which then runs as ever."""
+    arrived, object_action = [], conductor_manager.ConductorManager.object_action
+
+    def recording(self, context, objinst, objmethod, args, kwargs):
+        is_set = sorted(name for name in objinst.fields if objinst.obj_attr_is_set(name))
+        arrived.append((objmethod, is_set, sorted(objinst.obj_what_changed())))
+        return object_action(self, context, objinst, objmethod, args, kwargs)
+
+    monkeypatch.setattr(conductor_manager.ConductorManager, "object_action", recording)
+    return arrived
+
+
+def test_a_node_save_sends_its_id_and_changes_without_its_pools(conductor, ctxt, arrivals):
+    node = object_factories.compute_node(ctxt)
+    pools = PciDevicePoolList(
+        objects=[PciDevicePool(vendor_id="8086", product_id="1520", dev_type="type-VF", count=8)]
+    )
+    node.pci_device_pools = node.pci_inventory = pools
+    node.save()
+    arrivals.clear()
+    node.vcpus_used = 3
+
+    node.save()
+
+    assert arrivals == [("save", ["id", "vcpus_used"], ["vcpus_used"])]
+    assert not node.obj_what_changed()
+    assert node.pci_device_pools[0].count == 8
+    stored = ComputeNode.get_by_id(ctxt, node.id)
+    assert (stored.vcpus_used, stored.pci_device_pools[0].count) == (3, 8)
+    assert node.updated_at == stored.updated_at
+
+
+def test_an_instance_save_sends_its_uuid_and_changes_without_its_requests(
+    conductor, ctxt, arrivals
+):
+    requests = InstancePCIRequests(
+        requests=[InstancePCIRequest(count=1, spec=[{"vendor_id": "8086"}], alias_name="nic")]
+    )
+    instance = Instance(ctxt, uuid=str(uuid.uuid4()), vm_state="building", pci_requests=requests)
+    instance.create()
+    arrivals.clear()
+    instance.task_state = "spawning"
+
+    instance.save()
+
+    assert arrivals == [("save", ["task_state", "uuid"], ["task_state"])]
+    assert not instance.obj_what_changed()
+    assert instance.pci_requests.requests[0].alias_name == "nic"
+    assert Instance.get_by_uuid(ctxt, instance.uuid).task_state == "spawning"
+
+
+def test_a_create_sends_the_whole_object(conductor, ctxt, arrivals):
+    node = object_factories.compute_node(ctxt)
+
+    [(method, is_set, _)] = arrivals
+    assert method == "create"
+    assert {"uuid", "host", "hypervisor_hostname", "vcpus"} <= set(is_set)
+    assert node.id is not None
