@@ -23,6 +23,11 @@ object call's extra time goes:
   save, no change      object_action that writes nothing (conductor dispatch, no DB)
   save in process      ``PciDevice.save()`` in a thread with the database: no RPC at all
 
+What a save sends: a compute node with its two pool lists (4 pools each) and an
+instance with its flavor and a PCI request, each saved with one changed field, as
+they travel now (the fields the method reads and the changes: ``obj_sent_for``) and
+whole, as they did before (goal < 1).
+
 ``--profile`` also times the parts of one object_action (serializers, JSON, conductor
 dispatch, object method, DB transaction, and the transport as the remainder) by
 wrapping those functions in this process for a separate series of calls.
@@ -59,7 +64,12 @@ from pcisim import dbaccess, rpc, testing
 from pcisim.conductor import manager as conductor_manager
 from pcisim.conductor import rpcapi
 from pcisim.db import api as db_api
+from pcisim.objects.compute_node import ComputeNode
+from pcisim.objects.flavor import Flavor
+from pcisim.objects.instance import Instance
+from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
 from pcisim.objects.pci_device import PciDevice, PciDeviceList
+from pcisim.objects.pci_device_pool import PciDevicePool, PciDevicePoolList
 
 RABBIT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 BATCH = 500
@@ -147,6 +157,88 @@ def make_devices(context, count):
     return list(devices)
 
 
+def _pools():
+    """The pools of a node of two NICs, each a PF and its VFs on a NUMA node of its own."""
+    pools = [
+        PciDevicePool(
+            vendor_id="8086",
+            product_id=product,
+            numa_node=numa_node,
+            dev_type=dev_type,
+            tags={"physical_network": "physnet1"},
+            count=count,
+            group=f"0000:8{numa_node}:00.0",
+        )
+        for numa_node in (0, 1)
+        for product, dev_type, count in (("1521", "type-PF", 1), ("1520", "type-VF", 8))
+    ]
+    return PciDevicePoolList.of(pools, numa_sockets={"0": 0, "1": 1})
+
+
+def node_with_pools(context):
+    node = harness.compute_node(context)
+    node.pci_device_pools, node.pci_inventory = _pools(), _pools()
+    node.save()
+    return node
+
+
+def instance_with_requests(context, node):
+    """An instance as a compute holds it during a build: its flavor and PCI request."""
+    instance_uuid = str(uuid.uuid4())
+    request = InstancePCIRequest(
+        count=1,
+        spec=[{"vendor_id": "8086", "product_id": "1520", "dev_type": "type-VF"}],
+        alias_name="vf",
+        request_id=str(uuid.uuid4()),
+        numa_policy="legacy",
+    )
+    flavor = Flavor(
+        flavorid="vf.small",
+        name="vf.small",
+        memory_mb=512,
+        vcpus=1,
+        root_gb=1,
+        extra_specs={"pci_passthrough:alias": "vf:1"},
+    )
+    instance = Instance(
+        context,
+        uuid=instance_uuid,
+        display_name="bench",
+        host=node.host,
+        node=node.hypervisor_hostname,
+        vm_state="building",
+        vcpus=1,
+        memory_mb=512,
+        root_gb=1,
+        pci_requests=InstancePCIRequests(instance_uuid=instance_uuid, requests=[request]),
+        flavor=flavor,
+    )
+    instance.create()
+    return instance
+
+
+def sent_whole(call, cls):
+    """``call`` with objects of ``cls`` sent whole to the conductor, as before
+    ``obj_sent_for``."""
+
+    def whole():
+        sent_for, cls.obj_sent_for = cls.obj_sent_for, {}
+        try:
+            call()
+        finally:
+            cls.obj_sent_for = sent_for
+
+    return whole
+
+
+def toggle_usage(node):
+    node.vcpus_used = 1 - node.vcpus_used
+
+
+def toggle_task(instance):
+    instance.task_state = None if instance.task_state else "spawning"
+
+
 def toggle(*devices):
     """Change one field of each device, so that saving it writes its row."""
     for device in devices:
@@ -177,6 +269,21 @@ def single_cases(client, context, devices):
     }
 
 
+def sent_cases(context):
+    """name -> (prepare, call) of the saves of a node and an instance, now and whole."""
+    node = node_with_pools(context)
+    instance = instance_with_requests(context, node)
+    return {
+        "node save": (lambda: toggle_usage(node), node.save),
+        "node save, sent whole": (lambda: toggle_usage(node), sent_whole(node.save, ComputeNode)),
+        "instance save": (lambda: toggle_task(instance), instance.save),
+        "instance save, sent whole": (
+            lambda: toggle_task(instance),
+            sent_whole(instance.save, Instance),
+        ),
+    }
+
+
 def batch_case(context, devices):
     batch = PciDeviceList(context, objects=devices)
     return {f"batch of {len(devices)}": (lambda: toggle(*devices), batch.save)}
@@ -203,6 +310,7 @@ def measure_transport(plane, url, runs, calls, batches):
     with conductor_on(plane, url) as conductor, noop_client(conductor) as client:
         devices = make_devices(plane.context, SINGLES + 3 + BATCH)
         singles = single_cases(client, plane.context, devices[: SINGLES + 3])
+        singles |= sent_cases(plane.context)
         batch = batch_case(plane.context, devices[SINGLES + 3 :])
         for run in range(runs):
             harness.progress(f"rpc: {transport_name(url)}, run {run + 1}/{runs}")
@@ -328,10 +436,16 @@ ROWS = (
     "save in process",
     f"{SINGLES} single saves",
     f"batch of {BATCH}",
+    "node save, sent whole",
+    "node save",
+    "instance save, sent whole",
+    "instance save",
 )
 RATIOS = {
     "object_action": ("bare call", "<= 1.5x"),
     f"batch of {BATCH}": (f"{SINGLES} single saves", "< 1"),
+    "node save": ("node save, sent whole", "< 1"),
+    "instance save": ("instance save, sent whole", "< 1"),
 }
 
 
