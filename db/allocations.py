@@ -52,6 +52,12 @@ _SOME_NODES = _NODES.where(NODES.c.id.in_(sa.bindparam("node_ids", expanding=Tru
 _SOME_USAGE = _USAGE.where(
     ALLOCATIONS.c.compute_node_id.in_(sa.bindparam("node_ids", expanding=True))
 )
+_LOCK_NODES = (
+    sa.select(NODES.c.id)
+    .where(NODES.c.id.in_(sa.bindparam("node_ids", expanding=True)))
+    .order_by(NODES.c.id)
+    .with_for_update()
+)
 _SWAP_GENERATION = (
     NODES.update()
     .where(
@@ -347,10 +353,9 @@ def _lock_nodes(connection, node_ids):
     whose swap found its node through the (deleted, id, generation) index locked that
     index's entry before the row, the reverse of a write by id. Where SELECT ... FOR
     UPDATE does not exist (SQLite) the writer already holds the database's one write
-    lock."""
-    connection.execute(
-        sa.select(NODES.c.id).where(NODES.c.id.in_(node_ids)).order_by(NODES.c.id).with_for_update()
-    ).all()
+    lock, and nothing is sent."""
+    if connection.dialect.name != "sqlite":
+        connection.execute(_LOCK_NODES, {"node_ids": sorted(node_ids)}).all()
 
 
 def _bump(connection, node_ids):
