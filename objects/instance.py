@@ -174,7 +174,8 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def destroy(self):
         """Soft-delete the instance, writing its pending changes (its last state) in
-        the same transaction; what it owns is archived with it later. Its allocations
+        the same transaction, and take the times of the deletion (nothing else is read
+        back); what it owns is archived with it later. Its allocations
         stay until its compute frees its devices (``ComputeNode.save_with_devices``)."""
         values = self._db_values(self.obj_what_changed())
         row = db_api.instance_destroy(
@@ -183,7 +184,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
             values,
             release_allocations=not self._caller_releases_allocations(),
         )
-        self._copy_row(row)
+        self.updated_at, self.deleted_at, self.deleted = row.updated_at, row.deleted_at, True
         self.obj_reset_changes(recursive=True)
 
 

@@ -380,14 +380,17 @@ def test_the_pre_manifest_calls_reach_the_same_conductor_methods(conductor, ctxt
 
 @pytest.fixture
 def arrivals(monkeypatch):
-    """(method, fields set, fields pending) of each object that reaches the conductor's
-    ``object_action``, which then runs as ever."""
+    """(method, fields set, fields pending, fields answered) of each object that reaches
+    the conductor's ``object_action``, which runs as ever."""
     arrived, object_action = [], conductor_manager.ConductorManager.object_action
 
     def recording(self, context, objinst, objmethod, args, kwargs):
         is_set = sorted(name for name in objinst.fields if objinst.obj_attr_is_set(name))
-        arrived.append((objmethod, is_set, sorted(objinst.obj_what_changed())))
-        return object_action(self, context, objinst, objmethod, args, kwargs)
+        pending = sorted(objinst.obj_what_changed())
+        updates, result = object_action(self, context, objinst, objmethod, args, kwargs)
+        answered = sorted(set(updates) - {"obj_what_changed"})
+        arrived.append((objmethod, is_set, pending, answered))
+        return updates, result
 
     monkeypatch.setattr(conductor_manager.ConductorManager, "object_action", recording)
     return arrived
@@ -405,7 +408,7 @@ def test_a_node_save_sends_its_id_and_changes_without_its_pools(conductor, ctxt,
 
     node.save()
 
-    assert arrivals == [("save", ["id", "vcpus_used"], ["vcpus_used"])]
+    assert arrivals == [("save", ["id", "vcpus_used"], ["vcpus_used"], ["updated_at"])]
     assert not node.obj_what_changed()
     assert node.pci_device_pools[0].count == 8
     stored = ComputeNode.get_by_id(ctxt, node.id)
@@ -426,7 +429,7 @@ def test_an_instance_save_sends_its_uuid_and_changes_without_its_requests(
 
     instance.save()
 
-    assert arrivals == [("save", ["task_state", "uuid"], ["task_state"])]
+    assert arrivals == [("save", ["task_state", "uuid"], ["task_state"], ["updated_at"])]
     assert not instance.obj_what_changed()
     assert instance.pci_requests.requests[0].alias_name == "nic"
     assert Instance.get_by_uuid(ctxt, instance.uuid).task_state == "spawning"
@@ -435,7 +438,26 @@ def test_an_instance_save_sends_its_uuid_and_changes_without_its_requests(
 def test_a_create_sends_the_whole_object(conductor, ctxt, arrivals):
     node = object_factories.compute_node(ctxt)
 
-    [(method, is_set, _)] = arrivals
+    [(method, is_set, _, _)] = arrivals
     assert method == "create"
     assert {"uuid", "host", "hypervisor_hostname", "vcpus"} <= set(is_set)
     assert node.id is not None
+
+
+def test_an_instance_destroy_sends_its_uuid_and_changes_and_takes_the_times_back(
+    conductor, ctxt, arrivals
+):
+    instance = Instance(ctxt, uuid=str(uuid.uuid4()), vm_state="active", display_name="vm")
+    instance.create()
+    arrivals.clear()
+    instance.vm_state = "deleted"
+
+    instance.destroy()
+
+    deletion = ["deleted", "deleted_at", "updated_at"]
+    assert arrivals == [("destroy", ["uuid", "vm_state"], ["vm_state"], deletion)]
+    assert instance.deleted and instance.deleted_at is not None
+    assert (instance.display_name, instance.vm_state) == ("vm", "deleted")
+    assert not instance.obj_what_changed()
+    with pytest.raises(exception.InstanceNotFound):
+        Instance.get_by_uuid(ctxt, instance.uuid)
