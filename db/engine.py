@@ -73,6 +73,19 @@ def retry_on_deadlock(fn):
     return wrapper
 
 
+def retried_write_transaction(context, work):
+    """``work()`` in one writer transaction of ``context``, run again whole when the
+    database rolls it back as a deadlock's victim (``retry_on_deadlock``); what it
+    returns. ``work`` must leave its objects' pending changes until it has committed."""
+
+    @retry_on_deadlock
+    def run(context):
+        with write_transaction(context):
+            return work()
+
+    return run(context)
+
+
 def in_transaction(context):
     """Whether a transaction of ``context`` is open in this thread."""
     try:

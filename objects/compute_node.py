@@ -98,10 +98,15 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def save(self):
         """Write pending changes (resource usage, pools) to the node's row."""
+        self._write_changes()
+        self.obj_reset_changes(recursive=True)
+
+    def _write_changes(self):
+        """Write the pending changes, leaving them pending (a retried transaction
+        writes them again)."""
         values = self._db_values(self.obj_what_changed())
         if values:
             self.updated_at = db_api.compute_node_update(self._context, self.id, values)
-        self.obj_reset_changes(recursive=True)
 
     @base.remotable
     def save_with_devices(self, changes, expected=None, released=None):
@@ -119,19 +124,15 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
         transaction the database rolls back for a deadlock or a lock wait is run again
         whole.
         """
-        values = self._db_values(self.obj_what_changed())
 
-        @db_engine.retry_on_deadlock
-        def write(context):
-            with db_engine.write_transaction(context):
-                answer = PciDeviceList.save_batch(context, self.id, changes, expected)
-                if values:
-                    self.updated_at = db_api.compute_node_update(context, self.id, values)
-                if released:
-                    db_allocations.release_on_node(context, self.id, released)
+        def write():
+            answer = PciDeviceList.save_batch(self._context, self.id, changes, expected)
+            self._write_changes()
+            if released:
+                db_allocations.release_on_node(self._context, self.id, released)
             return answer
 
-        answer = write(self._context)
+        answer = db_engine.retried_write_transaction(self._context, write)
         self.obj_reset_changes(recursive=True)
         return answer
 

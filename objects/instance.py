@@ -152,14 +152,12 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         whole (``save`` forgets the pending changes only after its last statement).
         """
 
-        @db_engine.retry_on_deadlock
-        def write(context):
-            with db_engine.write_transaction(context):
-                answer = PciDeviceList.save_batch(context, node_id, changes, expected)
-                self.save()
+        def write():
+            answer = PciDeviceList.save_batch(self._context, node_id, changes, expected)
+            self.save()
             return answer
 
-        return write(self._context)
+        return db_engine.retried_write_transaction(self._context, write)
 
     def mark_error(self, error, host=None):
         """Put the instance in ERROR, off any node, with ``error`` as its newest fault.
