@@ -21,7 +21,7 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from pcisim import exception
-from pcisim.db import allocations, models, pci_batch
+from pcisim.db import allocations, models, pci_batch, row_updates
 from pcisim.db.engine import reader, retry_on_deadlock, writer
 
 PCI_REQUIRED_FIELDS = (
@@ -147,10 +147,6 @@ def compute_node_get_all(context):
     return list(context.session.scalars(query))
 
 
-# Columns whose change changes what the scheduler may allocate of a node.
-_NODE_INVENTORY = frozenset({"vcpus", "memory_mb", "local_gb", "pci_inventory"})
-
-
 @retry_on_deadlock
 @writer
 def compute_node_update(context, node_id, values):
@@ -159,22 +155,10 @@ def compute_node_update(context, node_id, values):
     that id. A change of its inventory bumps its generation, so that an allocation
     chosen from the old inventory is refused."""
     _check_values(models.ComputeNode, values, forbidden=_BOOKKEEPING | {"generation"})
-    table, now = models.ComputeNode.__table__, _now()
-    assignments = [(table.c[key], value) for key, value in values.items()]
-    inventory = [
-        table.c[key].is_distinct_from(values[key]) for key in _NODE_INVENTORY & values.keys()
-    ]
-    if inventory:
-        # NOTE: first, as MySQL and MariaDB assign from left to right, each assignment
-        # seeing the columns that the ones before it set.
-        bump = sa.case((sa.or_(*inventory), 1), else_=0)
-        assignments.insert(0, (table.c.generation, table.c.generation + bump))
-    statement = (
-        sa.update(table)
-        .where(table.c.id == node_id, table.c.deleted == 0)
-        .ordered_values(*assignments, (table.c.updated_at, now))
-    )
-    if context.session.execute(statement).rowcount != 1:
+    now = _now()
+    statement = row_updates.compute_node(tuple(sorted(values)))
+    result = context.session.execute(statement, row_updates.parameters(node_id, values, now))
+    if result.rowcount != 1:
         raise exception.ComputeNodeNotFound(node_id=node_id)
     return now
 
@@ -263,13 +247,9 @@ def instance_update(context, uuid, values, release_allocations=False):
     has that uuid. With ``release_allocations``, one that ends (ERROR, DELETED)
     releases its allocations in the same transaction."""
     _check_values(models.Instance, values, forbidden=_BOOKKEEPING | {"uuid"})
-    table, now = models.Instance.__table__, _now()
-    statement = (
-        sa.update(table)
-        .where(table.c.uuid == uuid, table.c.deleted == 0)
-        .values({**values, "updated_at": now})
-    )
-    if context.session.execute(statement).rowcount != 1:
+    now = _now()
+    statement = row_updates.instance(tuple(sorted(values)))
+    if context.session.execute(statement, row_updates.parameters(uuid, values, now)).rowcount != 1:
         raise exception.InstanceNotFound(instance_uuid=uuid)
     if release_allocations and values.get("vm_state") in _ENDED:
         allocations.release_in(context.session.connection(), uuid)
