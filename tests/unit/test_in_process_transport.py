@@ -2,12 +2,14 @@
 instead of polling their queues (issue 13), on pcisim's transports only."""
 
 import collections
+import json
 import threading
 import time
 
 import kombu
 import oslo_messaging as messaging
 import pytest
+from amqp import exceptions as amqp_exceptions
 from kombu.transport import memory as kombu_memory
 
 from pcisim import conf as pcisim_conf
@@ -139,3 +141,66 @@ def test_connections_of_pcisim_transports_use_the_waking_transport(transport):
 def test_other_users_of_kombus_memory_transport_keep_kombus_classes(transport):
     with kombu.Connection("memory://") as connection:
         assert type(connection.transport) is kombu_memory.Transport
+
+
+def test_a_round_trip_goes_through_no_kombu_autoretry(transport, server, monkeypatch):
+    _call(transport, server, "warm")
+    retried = []
+    autoretry = kombu.Connection.autoretry
+
+    def counted(self, fun, channel=None, **options):
+        retried.append(fun)
+        return autoretry(self, fun, channel, **options)
+
+    monkeypatch.setattr(kombu.Connection, "autoretry", counted)
+
+    assert _call(transport, server, "value") == "value"
+    assert retried == []
+
+
+def test_a_message_body_is_put_as_its_json_text(transport, server, monkeypatch):
+    put = []
+    original = in_process_transport.Channel._put
+
+    def recorded(self, queue, message, **kwargs):
+        put.append(message)
+        return original(self, queue, message, **kwargs)
+
+    monkeypatch.setattr(in_process_transport.Channel, "_put", recorded)
+
+    assert _call(transport, server, "value") == "value"
+    request = put[0]
+    assert request["properties"]["body_encoding"] is None
+    assert json.loads(request["body"])["oslo.version"]
+
+
+@pytest.fixture
+def connection(transport):
+    connection = transport._driver._connection_pool.create()
+    connection.ensure_connection()
+    yield connection
+    connection.close()
+
+
+def test_ensure_runs_a_method_again_after_an_error_kombu_recovers_from(connection):
+    runs = []
+
+    def lose_the_channel_once():
+        runs.append(connection.channel)
+        if len(runs) == 1:
+            raise amqp_exceptions.ChannelError("closed under it")
+
+    connection.ensure(lose_the_channel_once, retry=1)
+
+    assert len(runs) == 2
+
+
+def test_ensure_raises_any_other_error_as_the_rabbit_driver_does(connection):
+    failed = []
+
+    def fail():
+        raise ValueError("not a connection error")
+
+    with pytest.raises(messaging.MessageDeliveryFailure, match="not a connection error"):
+        connection.ensure(fail, error_callback=failed.append)
+    assert [type(error) for error in failed] == [ValueError]
