@@ -73,6 +73,7 @@ from bench import harness
 from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing, trace
+from pcisim import service as pcisim_service
 from pcisim.compute import service as compute_service
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import compute_task, scheduler
@@ -115,7 +116,8 @@ def _drivers(nodes):
 
 class ScalePlane(testing.ControlPlane):
     """`testing.ControlPlane` whose compute services start together, as separate
-    processes would, and which is ready once the scheduler sees every one up."""
+    processes would, and which is ready once the scheduler sees every one up; then it
+    freezes its start-up heap, as a served process does once ready."""
 
     def start(self):
         drivers, self.drivers = self.drivers, {}
@@ -124,6 +126,7 @@ class ScalePlane(testing.ControlPlane):
         with concurrent.futures.ThreadPoolExecutor(len(drivers)) as pool:
             list(pool.map(self.start_compute, drivers))
         testing.wait_until(self._all_up, CONF.report_interval * 2, "every compute to be up")
+        pcisim_service.freeze_startup_heap()
         return self
 
     def _all_up(self):

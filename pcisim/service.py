@@ -4,6 +4,7 @@ Services run in the process that starts them (oslo.service's in-process ``Launch
 one process per binary, and stop gracefully on SIGTERM and on SIGINT (Ctrl-C).
 """
 
+import gc
 import signal
 import threading
 
@@ -186,9 +187,19 @@ def _name(svc):
 
 def _announce_ready(services, started):
     LOG.info("Ready: %s", ", ".join(_name(svc) for svc in services))
+    freeze_startup_heap()
     if started is not None:
         started()
     systemd.notify_once()
+
+
+def freeze_startup_heap():
+    """Collect start-up's garbage, then keep what is left (modules, classes, the
+    trackers' devices: nearly all of a started process's objects) out of every later
+    collection. Each full collection otherwise walked all of it again while it served
+    requests: about 85 ms a time in ``bench.scale``, 5% of the CPU of a boot."""
+    gc.collect()
+    gc.freeze()
 
 
 def _reload(reload):
