@@ -53,7 +53,9 @@ class ResourceTracker:
     # -------------------------------------------------------------- periodic
 
     def update_available_resource(self, context):
-        """Sync with the hypervisor and the instances the database puts on this node.
+        """Sync with the hypervisor and the instances the database puts on this node;
+        what this tracker held for any other instance (a delete that stopped half-way,
+        a build put in ERROR) is freed, and its allocation here ends in the same write.
 
         Returns the uuids of those instances. A PCI device whose row has vanished does
         not fail the run: the PCI tracker drops it and re-creates it from the next
@@ -65,9 +67,11 @@ class ResourceTracker:
             self._sync_compute_node(context, resources)
             self.pci_tracker.update_devices_from_hypervisor_resources(resources["pci_devices"])
             instances = InstanceList.get_by_host_and_node(context, self.host, self.nodename)
-            self.pci_tracker.clean_usage({instance.uuid for instance in instances})
+            live = {instance.uuid for instance in instances}
+            gone = sorted((self.pci_tracker.holders() | set(self._usage)) - live)
+            self.pci_tracker.clean_usage(live)
             self._usage = {instance.uuid: _usage_of(instance) for instance in instances}
-            self._save_yielding_to_other_writers(context)
+            self._save_yielding_to_other_writers(context, released=gone or None)
             self._heal_allocations_if_changed()
             return set(self._usage)
 

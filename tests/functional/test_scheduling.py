@@ -298,6 +298,26 @@ def test_an_instance_ended_by_a_compute_older_than_instance_1_3_releases_its_all
     assert flows.allocations_of(plane, instance_uuid) == {}
 
 
+def test_a_periodic_run_ends_the_allocation_of_a_delete_that_stopped_half_way(start):
+    # NOTE: no periodic run between the boot and the delete, so the node's instances
+    # are what they were at its last heal (none): its clean-up alone must end it.
+    plane = start({"gpu-host": "gpu-node=gpus=1"})
+    instance_uuid, _ = flows.boot(plane, "gpu:1")
+
+    def stop(instance):
+        raise RuntimeError("the compute stopped here")
+
+    with faults.inject(faults.AFTER_SOFT_DELETE, faults.once(stop)):
+        plane.api.delete(plane.context, Instance.get_by_uuid(plane.context, instance_uuid))
+        plane.wait_for(instance_uuid, done=("deleted",))
+    assert flows.allocations_of(plane, instance_uuid)
+
+    plane.run_periodic()
+
+    assert flows.allocations_of(plane, instance_uuid) == {}
+    assert flows.held_devices() == []
+
+
 def test_a_build_that_fails_on_its_compute_releases_its_allocation(start):
     plane = start({"gpu-host": "gpu-node=gpus=1"})
 
