@@ -127,6 +127,11 @@ class ResourceTracker:
         """Claim CPU, memory, disk and PCI devices for ``instance``, all or nothing;
         with ``allocation`` (the scheduler's), devices from the pools it names.
 
+        A claim under an allocation is written with the instance's allocation
+        (``allocate``): the scheduler's allocation already keeps every other boot
+        off what it claims. Without one (legacy scheduling) the claim is written at
+        once, for the scheduler reads the pools it leaves.
+
         Raises ``ComputeResourcesUnavailable`` naming what is short, or that another
         writer took a device first (``PciDeviceConflict``); then nothing is claimed.
         """
@@ -139,6 +144,8 @@ class ResourceTracker:
             except exception.PciDeviceRequestFailed as error:
                 raise exception.ComputeResourcesUnavailable(node=self.nodename, reason=str(error))
             self._usage[instance.uuid] = _usage_of(instance)
+            if allocation is not None:
+                return devices
             try:
                 self._save(context)
             except exception.PciDeviceConflict as error:
@@ -154,9 +161,9 @@ class ResourceTracker:
 
     def allocate(self, context, instance):
         """Turn the instance's PCI claims into allocations, written with the instance's
-        pending changes (a build's ACTIVE state) in one round trip;
-        ``PciDeviceConflict`` when another writer changed the devices since the claim,
-        and then neither is written."""
+        pending changes (a build's ACTIVE state) and the node's (the claim's usage and
+        pools) in one round trip; ``PciDeviceConflict`` when another writer changed the
+        devices since the claim, and then none is written."""
         with self._lock:
             devices = self.pci_tracker.allocate_instance(instance.uuid)
             try:
@@ -197,8 +204,8 @@ class ResourceTracker:
         """Save the devices and the node's usage, pools and inventory, and end the
         allocations of the ``released`` instances: in one round trip when devices
         changed or allocations end, and none when nothing did. With ``instance``, its
-        pending changes travel with the devices instead of the node's (saved in a
-        call of their own, if any), and are saved alone if no device changed.
+        pending changes travel with the devices and the node's, and are saved alone
+        (the node's in a call of their own) if no device changed.
 
         On ``PciDeviceConflict`` nothing is saved and the PCI tracker holds the
         database's view again; the caller decides what the conflict means for it.
@@ -206,13 +213,12 @@ class ResourceTracker:
         faults.point(faults.BEFORE_TRACKER_SAVE, node=self.nodename)
         node = self._stage_node()
         with node.obj_alternate_context(context):
+            together = node if node.obj_what_changed() or released else None
             if instance is not None:
-                if not self.pci_tracker.save(context, instance=instance):
+                if not self.pci_tracker.save(context, together, instance=instance):
                     instance.save()
-            else:
-                together = node if node.obj_what_changed() or released else None
-                if self.pci_tracker.save(context, together, released):
-                    released = None
+            elif self.pci_tracker.save(context, together, released):
+                released = None
         faults.point(faults.AFTER_TRACKER_SAVE, node=self.nodename)
         self._save_node(context, released)
 

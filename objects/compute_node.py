@@ -98,15 +98,24 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
     @base.remotable
     def save(self):
         """Write pending changes (resource usage, pools) to the node's row."""
-        self._write_changes()
+        self.write_changes()
         self.obj_reset_changes(recursive=True)
 
-    def _write_changes(self):
+    def write_changes(self):
         """Write the pending changes, leaving them pending (a retried transaction
-        writes them again)."""
+        writes them again); the time written, None when nothing was pending."""
         values = self._db_values(self.obj_what_changed())
-        if values:
-            self.updated_at = db_api.compute_node_update(self._context, self.id, values)
+        if not values:
+            return None
+        self.updated_at = db_api.compute_node_update(self._context, self.id, values)
+        return self.updated_at
+
+    def adopt_save(self, at):
+        """Take the outcome of a save of this node's pending changes made by another
+        object's call (``Instance.save_with_devices``): written at ``at``, nothing
+        pending."""
+        self.updated_at = at
+        self.obj_reset_changes(recursive=True)
 
     @base.remotable
     def save_with_devices(self, changes, expected=None, released=None):
@@ -127,7 +136,7 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
 
         def write():
             answer = PciDeviceList.save_batch(self._context, self.id, changes, expected)
-            self._write_changes()
+            self.write_changes()
             if released:
                 db_allocations.release_on_node(self._context, self.id, released)
             return answer

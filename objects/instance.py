@@ -2,6 +2,7 @@
 
 from oslo_utils import versionutils
 
+from pcisim import exception
 from pcisim.db import api as db_api
 from pcisim.db import engine as db_engine
 from pcisim.objects import base, fields
@@ -28,7 +29,9 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
     # Version 1.4: added flavor and image_ref
     # Version 1.5: added save_with_devices (a conductor serves it from 1.5 on; as
     #              ever, conductors are upgraded before computes)
-    VERSION = "1.5"
+    # Version 1.6: save_with_devices also writes its compute node's pending changes
+    #              (a build's claim travels with its allocation)
+    VERSION = "1.6"
 
     fields = {
         "id": fields.IntegerField(),
@@ -140,20 +143,31 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         self.obj_reset_changes(recursive=True)
 
     @base.remotable
-    def save_with_devices(self, node_id, changes, expected=None):
+    def save_with_devices(self, node_id, changes, expected=None, node=None):
         """Write the instance's pending changes and the device ``changes`` of compute
         node ``node_id`` (as ``PciDeviceList.save_batch`` takes them) in one
-        transaction: one round trip for a build's allocation and its ACTIVE state, so
-        that no reader sees one without the other.
+        transaction, with the pending changes of that ``node`` (its usage and pools)
+        when given: one round trip for a build's claim, its allocation and its ACTIVE
+        state, so that no reader sees one without the others.
 
-        Answers and raises as ``save_batch`` does; on ``PciDeviceConflict``, or when
-        the instance is gone (``InstanceNotFound``), nothing at all is written. A
-        transaction the database rolls back for a deadlock or a lock wait is run again
-        whole (``save`` forgets the pending changes only after its last statement).
+        Answers as ``save_batch`` does, with the time the node was written
+        (``node_at``) when it was, and raises as it does; on ``PciDeviceConflict``, or
+        when the instance or the node is gone (``InstanceNotFound``,
+        ``ComputeNodeNotFound``), nothing at all is written. A ``node`` other than
+        ``node_id`` is refused (``InvalidInput``). A transaction the database rolls
+        back for a deadlock or a lock wait is run again whole (the saves forget their
+        pending changes only after their last statement).
         """
+        if node is not None and node.id != node_id:
+            raise exception.InvalidInput(
+                reason=f"the devices are of compute node {node_id}, the node sent is {node.id}"
+            )
 
         def write():
             answer = PciDeviceList.save_batch(self._context, node_id, changes, expected)
+            written = None if node is None else node.write_changes()
+            if written is not None:
+                answer["node_at"] = written.isoformat()
             self.save()
             return answer
 
@@ -194,7 +208,8 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
     # Version 1.3: Instance 1.3
     # Version 1.4: Instance 1.4
     # Version 1.5: Instance 1.5
-    VERSION = "1.5"
+    # Version 1.6: Instance 1.6
+    VERSION = "1.6"
 
     fields = {"objects": fields.ListOfObjectsField("Instance")}
     obj_relationships = {
@@ -205,6 +220,7 @@ class InstanceList(base.ObjectListBase, base.PcisimObject):
             ("1.3", "1.3"),
             ("1.4", "1.4"),
             ("1.5", "1.5"),
+            ("1.6", "1.6"),
         ]
     }
 

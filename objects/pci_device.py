@@ -376,8 +376,8 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
     def save(self, expected=None, node=None, released=None, instance=None):
         """Write every device with pending changes in one round trip, with the pending
         changes of their compute ``node`` when given (``ComputeNode.save_with_devices``,
-        which also ends the allocations of the ``released`` instances there), or else
-        with those of ``instance`` (``Instance.save_with_devices``).
+        which also ends the allocations of the ``released`` instances there), and of
+        ``instance`` when given (``Instance.save_with_devices``, the node's with them).
 
         The devices must belong to one compute node. Only their changes travel, and
         saved devices take what the database decided (ids, timestamps, deletion) and
@@ -401,10 +401,10 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
         # on both sides: about 6 us a device of a first sync, for nothing; a text is
         # one value to it.
         changes = json.dumps(changes)
-        if node is not None:
+        if instance is not None:
+            answer = self._save_with_instance(instance, node, node_id, changes, expected)
+        elif node is not None:
             answer = node.save_with_devices(changes, expected, released)
-        elif instance is not None:
-            answer = instance.save_with_devices(node_id, changes, expected)
         else:
             answer = self.save_batch(self._context, node_id, changes, expected)
         at, created = _AT.from_primitive(None, "at", answer["at"]), answer["created"]
@@ -414,6 +414,16 @@ class PciDeviceList(base.ObjectListBase, base.PcisimObject):
                 device.adopt_write(kind, at, created.get(device.address))
         if missing:
             raise exception.PciDevicesNotFound(node_id=node_id, addresses=sorted(missing))
+
+    @staticmethod
+    def _save_with_instance(instance, node, node_id, changes, expected):
+        """``Instance.save_with_devices``, carrying the node's pending changes (only
+        those and its id travel); the node takes the outcome."""
+        sent = None if node is None else node.obj_for_call("save")
+        answer = instance.save_with_devices(node_id, changes, expected, node=sent)
+        if "node_at" in answer:
+            node.adopt_save(_AT.from_primitive(None, "node_at", answer["node_at"]))
+        return answer
 
 
 _AT = fields.DateTimeField()

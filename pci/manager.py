@@ -291,9 +291,9 @@ class PciDevTracker:
         """Write every device changed since the last save, in one round trip, as part of
         the request of ``context`` (default: the context the tracker was made with);
         with the pending changes of the compute ``node``, if given, in that same call,
-        and the end of the ``released`` instances' allocations on it, or else with
-        those of ``instance``. Returns whether there was anything to write (when not,
-        nothing is written, ``instance`` included).
+        and the end of the ``released`` instances' allocations on it, or with those of
+        ``instance`` (and the node's). Returns whether there was anything to write
+        (when not, nothing is written, ``instance`` and ``node`` included).
 
         A device whose row has disappeared is dropped from the tracker with a warning;
         the next hypervisor report creates it again. When another writer changed a

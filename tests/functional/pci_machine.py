@@ -610,8 +610,9 @@ class PciMachine(RuleBasedStateMachine):
 
         A flow's end as the API sees it is not the compute's: after a delete it saves
         the freed devices, then its node (usage and pools); a build that fails may
-        record the ERROR before it releases what it held. Settled: every running
-        compute holds devices only for its live instances (or for deleted ones its
+        record the ERROR before it releases what it held (its allocation, and devices
+        only if something wrote its claim). Settled: every running compute holds
+        devices and allocations only for its live instances (or for deleted ones its
         next periodic run frees), uses no more than they do, and publishes pools that
         count its available devices. Whatever is still not so is for the invariants
         to report.
@@ -621,6 +622,7 @@ class PciMachine(RuleBasedStateMachine):
 
     def _settled(self):
         nodes, by_node = compute_nodes_by_name(), device_rows_by_node()
+        allocations = flows.allocations_by_node()
         for host, node in NODES.items():
             if host in self.down:
                 continue
@@ -628,6 +630,8 @@ class PciMachine(RuleBasedStateMachine):
             allowed = active | self.pending[host]
             rows, row = by_node[(host, node)], nodes[(host, node)]
             if any(r["instance_uuid"] not in allowed for r in rows if r["instance_uuid"]):
+                return False
+            if not allocations[row["id"]].keys() <= allowed:
                 return False
             # NOTE: a delete that crashed leaves its usage until the next periodic run
             if row["vcpus_used"] > len(allowed):

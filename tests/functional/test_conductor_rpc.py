@@ -12,6 +12,7 @@ from pcisim.conductor import manager as conductor_manager
 from pcisim.db import api as db_api
 from pcisim.db import engine, models
 from pcisim.objects import base as objects_base
+from pcisim.objects import pci_device
 from pcisim.objects.compute_node import ComputeNode, ComputeNodeList
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.instance_pci_requests import InstancePCIRequest, InstancePCIRequests
@@ -307,6 +308,56 @@ def test_an_instance_saved_with_devices_another_writer_changed_writes_neither(co
 
     assert Instance.get_by_uuid(ctxt, instance.uuid).vm_state == "building"
     assert [row["status"] for row in _device_rows()] == ["claimed"]
+
+
+def _node_with_a_claimed_vf(ctxt):
+    """A node, a building instance and its claimed VF, both changed as a build's
+    allocation changes them, and the node's usage as its claim does."""
+    node = object_factories.compute_node(ctxt)
+    instance = _building_instance(ctxt)
+    device = object_factories.vf(ctxt, node, status="claimed", instance_uuid=instance.uuid)
+    device.status, instance.vm_state, node.vcpus_used = "allocated", "active", 2
+    return node, instance, device
+
+
+def test_a_node_saved_with_an_instance_and_its_devices_is_written_in_the_same_call(conductor, ctxt):
+    node, instance, device = _node_with_a_claimed_vf(ctxt)
+    before = conductor.calls.total()
+
+    PciDeviceList(ctxt, objects=[device]).save(node=node, instance=instance)
+
+    assert conductor.calls.total() - before == 1
+    stored = ComputeNode.get_by_id(ctxt, node.id)
+    assert stored.vcpus_used == 2
+    assert node.updated_at.replace(microsecond=0) == stored.updated_at  # as a save sets it
+    assert not node.obj_what_changed() and not instance.obj_what_changed()
+    assert [row["status"] for row in _device_rows()] == ["allocated"]
+
+
+def test_a_node_saved_with_devices_another_writer_changed_is_not_written(conductor, ctxt):
+    node, instance, device = _node_with_a_claimed_vf(ctxt)
+    read_before = {device.address: {"status": "available", "instance_uuid": None}}
+
+    with pytest.raises(exception.PciDeviceConflict):
+        PciDeviceList(ctxt, objects=[device]).save(read_before, node=node, instance=instance)
+
+    assert ComputeNode.get_by_id(ctxt, node.id).vcpus_used == 0
+    assert node.obj_what_changed() == {"vcpus_used"}
+
+
+def test_an_instance_saved_with_the_devices_of_one_node_and_another_node_is_refused(
+    conductor, ctxt
+):
+    node, instance, _ = _node_with_a_claimed_vf(ctxt)
+    other = object_factories.compute_node(ctxt, node="other-node")
+    other.vcpus_used = 4
+
+    refused = f"node {node.id}, the node sent is {other.id}"
+    with pytest.raises(exception.InvalidInput, match=refused):
+        instance.save_with_devices(node.id, pci_device.NO_CHANGES, node=other)
+
+    assert ComputeNode.get_by_id(ctxt, other.id).vcpus_used == 0
+    assert Instance.get_by_uuid(ctxt, instance.uuid).vm_state == "building"
 
 
 def test_devices_saved_with_an_instance_that_is_gone_are_not_written(conductor, ctxt):

@@ -212,6 +212,11 @@ def _held_by(server_id):
     return flows.devices(instance_uuid=server_id)
 
 
+def _released(server_id):
+    """Whether nothing is held for the server: no device, no allocation."""
+    return not _held_by(server_id) and not flows.allocations(consumer_uuid=server_id)
+
+
 # ----------------------------------------------------------------- broker restart
 
 
@@ -254,7 +259,7 @@ def test_device_changes_a_compute_could_not_save_reach_the_database_once_the_con
 
     cloud["conductor"].start()
 
-    testing.wait_until(lambda: not _held_by(server_id), SETTLE_TIMEOUT, "the VFs freed")
+    testing.wait_until(lambda: _released(server_id), SETTLE_TIMEOUT, "the VFs released")
 
 
 def test_a_build_that_loses_the_conductor_ends_in_error_with_its_devices_freed(cloud):
@@ -272,7 +277,7 @@ def test_a_build_that_loses_the_conductor_ends_in_error_with_its_devices_freed(c
 
     server = _wait_for_status(api, server_id, ["ERROR"])
     assert server["fault"]["message"].startswith("BuildAbortException"), server
-    testing.wait_until(lambda: not _held_by(server_id), SETTLE_TIMEOUT, "the GPU freed")
+    testing.wait_until(lambda: _released(server_id), SETTLE_TIMEOUT, "the GPU released")
 
 
 # --------------------------------------------------------------- compute killed
@@ -282,15 +287,16 @@ def test_a_compute_killed_mid_build_ends_the_build_in_error_when_it_restarts(clo
     api, compute = cloud["api"].url, cloud["compute-1"]
     gate = compute.gate(faults.BETWEEN_CLAIM_AND_ALLOCATE).arm()
     server_id = _boot(api, "gpu:2")
-    gate.wait_reached()  # two GPUs claimed, not allocated
+    gate.wait_reached()  # two GPUs claimed in the compute, the scheduler's allocation kept
     compute.kill()
-    assert {d["status"] for d in _held_by(server_id)} == {"claimed"}
+    assert _held_by(server_id) == []
+    assert flows.allocations(consumer_uuid=server_id)
 
     compute.start()
 
     server = _wait_for_status(api, server_id, ["ERROR"])
     assert server["fault"]["message"].startswith("BuildAbortException"), server
-    testing.wait_until(lambda: not _held_by(server_id), SETTLE_TIMEOUT, "GPUs freed")
+    testing.wait_until(lambda: _released(server_id), SETTLE_TIMEOUT, "the GPUs released")
     assert _wait_for_status(api, _boot(api, "gpu:4"), ["ACTIVE", "ERROR"])["status"] == "ACTIVE"
 
 
@@ -306,7 +312,7 @@ def test_a_compute_killed_mid_delete_finishes_the_delete_when_it_restarts(cloud)
     compute.start()
 
     _wait_gone(api, server_id)
-    testing.wait_until(lambda: not _held_by(server_id), SETTLE_TIMEOUT, "VFs freed")
+    testing.wait_until(lambda: _released(server_id), SETTLE_TIMEOUT, "the VFs released")
 
 
 def test_a_build_whose_message_was_lost_ends_in_error_once_its_compute_is_back(cloud):

@@ -240,6 +240,58 @@ def test_a_boot_moves_the_nodes_generation_once_for_its_allocation_not_for_its_c
     assert _generation(plane, "gpu-host") == before + 1
 
 
+# ------------------------------------------- a claim written with its allocation
+
+
+def _node(plane, host):
+    (node,) = [node for node in flows.nodes(plane) if node.host == host]
+    return node
+
+
+def _free_in_pools(node):
+    return sum(pool.count for pool in PciDevicePoolList.from_json(node.pci_stats).objects)
+
+
+def _written_during_spawn(plane, host, request):
+    """Boot ``request`` and return the instance's uuid and what the database held while
+    its compute started the guest: the statuses of the devices the instance held, the
+    node's memory used and its free devices."""
+    seen = {}
+
+    def look(instance):
+        node = _node(plane, host)
+        seen["devices"] = [row["status"] for row in flows.devices(instance_uuid=instance.uuid)]
+        seen["memory_mb_used"], seen["free"] = node.memory_mb_used, _free_in_pools(node)
+
+    with faults.inject(faults.BETWEEN_CLAIM_AND_ALLOCATE, look):
+        instance_uuid, state = flows.boot(plane, request, memory_mb=1024)
+    assert state == "active"
+    return instance_uuid, seen
+
+
+def test_a_claim_under_an_allocation_is_written_with_the_allocation_once_the_guest_runs(start):
+    plane = start({"gpu-host": "gpu-node=gpus=2"})
+
+    instance_uuid, during = _written_during_spawn(plane, "gpu-host", "gpu:1")
+
+    assert during == {"devices": [], "memory_mb_used": 0, "free": 2}
+    node = _node(plane, "gpu-host")
+    assert [row["status"] for row in flows.devices(instance_uuid=instance_uuid)] == ["allocated"]
+    assert (node.memory_mb_used, _free_in_pools(node)) == (1024, 1)
+    assert flows.allocations_of(plane, instance_uuid)
+
+
+def test_a_claim_without_an_allocation_is_written_before_the_guest_starts(start, config):
+    # NOTE: the legacy scheduler reads the pools the claim leaves.
+    plane = start({"gpu-host": "gpu-node=gpus=2"})
+
+    with config_overrides.overridden(config, {("claim_mode", "scheduler"): "legacy"}):
+        instance_uuid, during = _written_during_spawn(plane, "gpu-host", "gpu:1")
+
+    assert during == {"devices": ["claimed"], "memory_mb_used": 1024, "free": 1}
+    assert [row["status"] for row in flows.devices(instance_uuid=instance_uuid)] == ["allocated"]
+
+
 def test_a_device_plugged_in_bumps_the_generation_and_can_be_allocated(start):
     plane = start({"gpu-host": "gpu-node=gpus=1"})
     flows.boot(plane, "gpu:1")
@@ -328,10 +380,12 @@ def test_a_build_that_fails_on_its_compute_releases_its_allocation(start):
         failed, state = flows.boot(plane, "gpu:1")
 
     assert state == "error"
-    # NOTE: ERROR is saved before the compute frees the GPU, and the allocation ends
-    # in the transaction that frees it.
-    testing.wait_until(lambda: not flows.held_devices(), what="the failed build's GPU freed")
-    assert flows.allocations_of(plane, failed) == {}
+    # NOTE: ERROR is saved before the compute frees the GPU (claimed in its memory
+    # only), and the allocation ends in the transaction that frees it.
+    testing.wait_until(
+        lambda: not flows.allocations_of(plane, failed), what="the failed build's GPU released"
+    )
+    assert flows.held_devices() == []
     assert flows.boot(plane, "gpu:1")[1] == "active"
 
 

@@ -85,9 +85,9 @@ def test_a_boot_is_one_flow_api_to_conductor_to_compute(plane, recording):
     ]
     assert ("api", "conductor", "call", "schedule_and_build_instances") not in messages[2:]
     compute_calls = [what for sender, _, _, what in messages if sender == HOST]
-    # the claim saves the devices and the node in one call; the allocation saves the
-    # devices with the instance ACTIVE (the node's usage and pools are unchanged)
-    assert compute_calls == ["ComputeNode.save_with_devices", "Instance.save_with_devices"]
+    # the claim is written with the allocation, in one call: the devices allocated,
+    # the node's usage and pools, the instance ACTIVE
+    assert compute_calls == ["Instance.save_with_devices"]
 
 
 def test_a_delete_is_one_flow_in_which_the_compute_frees_the_devices(plane, recording):
