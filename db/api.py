@@ -190,7 +190,9 @@ def compute_node_delete(context, node_id):
 @retry_on_deadlock
 @writer
 def instance_create(context, values, extra=None):
-    """Insert an instance and its ``instance_extra`` row in one transaction.
+    """Insert an instance and its ``instance_extra`` row in one transaction, reading
+    nothing back; return the instance as written (its id and column defaults
+    included), a row of no session.
 
     ``extra`` holds the JSON texts ``flavor``, ``pci_requests`` and ``numa_topology``.
     Raises ``InstanceExists`` for a duplicate uuid.
@@ -198,14 +200,18 @@ def instance_create(context, values, extra=None):
     _check_values(models.Instance, values)
     extra = dict(extra or {})
     _check_values(models.InstanceExtra, extra, forbidden=_BOOKKEEPING | {"instance_uuid"})
-    instance = _insert(
-        context,
-        models.Instance(**values),
-        lambda: exception.InstanceExists(instance_uuid=values.get("uuid")),
-    )
-    context.session.add(models.InstanceExtra(instance_uuid=instance.uuid, **extra))
-    context.session.flush()
-    return instance
+    connection = context.session.connection()
+    try:
+        result = connection.execute(_INSTANCES.insert(), values)
+    except db_exc.DBDuplicateEntry:
+        raise exception.InstanceExists(instance_uuid=values.get("uuid"))
+    connection.execute(_INSTANCE_EXTRAS.insert(), {**extra, "instance_uuid": values.get("uuid")})
+    (instance_id,) = result.inserted_primary_key
+    return models.Instance(**result.last_inserted_params(), id=instance_id)
+
+
+_INSTANCES = models.Instance.__table__
+_INSTANCE_EXTRAS = models.InstanceExtra.__table__
 
 
 def _instance_query(uuid, read_deleted):
