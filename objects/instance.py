@@ -124,7 +124,9 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         if self.obj_attr_is_set("flavor") and self.flavor is not None:
             extra["flavor"] = self.flavor.to_json()
         row = db_api.instance_create(self._context, self._db_values(names), extra=extra)
-        self._from_db_object(self._context, self, row)
+        # NOTE: what this instance sent is what was written; the rest comes from the row.
+        self._copy_row(row, skip=names)
+        self.obj_reset_changes(recursive=True)
 
     @base.remotable
     def save(self):
