@@ -6,6 +6,7 @@ from pcisim import exception
 from pcisim.db import api as db_api
 from pcisim.db import engine as db_engine
 from pcisim.objects import base, fields
+from pcisim.objects.compute_node import ComputeNode
 from pcisim.objects.flavor import Flavor
 from pcisim.objects.instance_fault import InstanceFault
 from pcisim.objects.instance_pci_requests import InstancePCIRequests
@@ -160,10 +161,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         back for a deadlock or a lock wait is run again whole (the saves forget their
         pending changes only after their last statement).
         """
-        if node is not None and node.id != node_id:
-            raise exception.InvalidInput(
-                reason=f"the devices are of compute node {node_id}, the node sent is {node.id}"
-            )
+        _check_node(node, node_id)
 
         def write():
             answer = PciDeviceList.save_batch(self._context, node_id, changes, expected)
@@ -200,6 +198,20 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
         )
         self.updated_at, self.deleted_at, self.deleted = row.updated_at, row.deleted_at, True
         self.obj_reset_changes(recursive=True)
+
+
+def _check_node(node, node_id):
+    """Refuse a ``node`` sent with the devices of ``node_id`` that is not that node."""
+    if node is None:
+        return
+    if not isinstance(node, ComputeNode):
+        raise exception.InvalidInput(
+            reason=f"node must be a ComputeNode, not a {type(node).__name__}"
+        )
+    if node.id != node_id:
+        raise exception.InvalidInput(
+            reason=f"the devices are of compute node {node_id}, the node sent is {node.id}"
+        )
 
 
 @base.PcisimObjectRegistry.register

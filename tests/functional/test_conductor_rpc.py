@@ -360,6 +360,15 @@ def test_an_instance_saved_with_the_devices_of_one_node_and_another_node_is_refu
     assert Instance.get_by_uuid(ctxt, instance.uuid).vm_state == "building"
 
 
+def test_an_instance_saved_with_devices_and_what_is_not_a_node_is_refused(conductor, ctxt):
+    node, instance, _ = _node_with_a_claimed_vf(ctxt)
+
+    with pytest.raises(exception.InvalidInput, match="node must be a ComputeNode, not a dict"):
+        instance.save_with_devices(node.id, pci_device.NO_CHANGES, node={"id": node.id})
+
+    assert Instance.get_by_uuid(ctxt, instance.uuid).vm_state == "building"
+
+
 def test_devices_saved_with_an_instance_that_is_gone_are_not_written(conductor, ctxt):
     node = object_factories.compute_node(ctxt)
     instance = _building_instance(ctxt)
