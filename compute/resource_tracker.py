@@ -47,6 +47,7 @@ class ResourceTracker:
         self.pci_tracker = None
         self._usage = {}  # instance uuid -> {vcpus, memory_mb, local_gb}
         self._healed_for = None  # the instances the allocations were last healed for
+        self._unreleased = set()  # instances freed here whose allocation end is unwritten
         self._agreed = {}  # node field -> (pools it held, pools found equal to them)
         self._lock = threading.Lock()
 
@@ -68,10 +69,10 @@ class ResourceTracker:
             self.pci_tracker.update_devices_from_hypervisor_resources(resources["pci_devices"])
             instances = InstanceList.get_by_host_and_node(context, self.host, self.nodename)
             live = {instance.uuid for instance in instances}
-            gone = sorted((self.pci_tracker.holders() | set(self._usage)) - live)
+            gone = (self.pci_tracker.holders() | set(self._usage)) - live
             self.pci_tracker.clean_usage(live)
             self._usage = {instance.uuid: _usage_of(instance) for instance in instances}
-            self._save_yielding_to_other_writers(context, released=gone or None)
+            self._save_yielding_to_other_writers(context, released=gone)
             self._heal_allocations_if_changed()
             return set(self._usage)
 
@@ -179,7 +180,7 @@ class ResourceTracker:
         with self._lock:
             self.pci_tracker.free_instance(instance.uuid)
             self._usage.pop(instance.uuid, None)
-            self._save_yielding_to_other_writers(context, released=[instance.uuid])
+            self._save_yielding_to_other_writers(context, released={instance.uuid})
 
     def _check_free(self, instance):
         used = self._used()
@@ -222,14 +223,19 @@ class ResourceTracker:
         faults.point(faults.AFTER_TRACKER_SAVE, node=self.nodename)
         self._save_node(context, released)
 
-    def _save_yielding_to_other_writers(self, context, released=None):
+    def _save_yielding_to_other_writers(self, context, released=()):
         """Save; if another writer changed a device first, the database's view wins
         (a free or a periodic run has nothing to retry) and the node is saved with it,
-        ending the ``released`` instances' allocations."""
+        ending the ``released`` instances' allocations, and those of instances freed
+        here before by a save that failed (the conductor unreachable, say): the next
+        save that succeeds ends them."""
+        self._unreleased.update(released)
+        ending = sorted(self._unreleased) or None
         try:
-            self._save(context, released)
+            self._save(context, ending)
         except exception.PciDeviceConflict:
-            self._save_node(context, released)
+            self._save_node(context, ending)
+        self._unreleased.difference_update(ending or ())
 
     def _save_node(self, context, released=None):
         """Save the node's staged changes, if any, and end the ``released`` instances'

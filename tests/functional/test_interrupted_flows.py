@@ -177,3 +177,24 @@ def test_a_delete_stopped_before_its_soft_delete_is_finished_by_the_periodic_run
 
     assert flows.held_devices() == []
     assert plane.drivers[HOST].list_instances(NODE) == set()
+
+
+def test_a_free_that_got_no_answer_ends_its_allocation_with_the_next_save(plane, caplog):
+    # NOTE: no periodic run between the boot and the delete, so the node's instances
+    # are what they were at its last heal: only the free's own write can end it.
+    instance_uuid, _ = plane.boot("vm", "gpu:1")
+    lost = contextlib.ExitStack()
+
+    def lose_the_conductor(instance):
+        lost.enter_context(_conductor_unanswering(plane))
+
+    with faults.inject(faults.AFTER_SOFT_DELETE, faults.once(lose_the_conductor)):
+        plane.api.delete(plane.context, Instance.get_by_uuid(plane.context, instance_uuid))
+        _logged(caplog, "Exception during message handling")  # the free got no answer
+    lost.close()
+    assert flows.allocations_of(plane, instance_uuid)
+
+    plane.run_periodic(HOST)
+
+    assert flows.allocations_of(plane, instance_uuid) == {}
+    assert flows.held_devices() == []
