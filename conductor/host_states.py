@@ -8,10 +8,15 @@ and while one summed row (``nodes_signature``) says no node changed, not even th
 What a request needs of a node (does it fit, and what would it take) is planned once
 per generation of that node and kind of request.
 
-A view can still be stale by the time the allocation is written: the compare-and-swap
-of ``db.allocations.claim`` refuses it then, and the scheduler chooses again.
+Threads of one scheduler that chose the same node claim on it one after the other,
+each from the node as the claim before left it (``claiming``). A view can still be
+stale by the time the allocation is written, when another conductor allocated on the
+node meanwhile: the compare-and-swap of ``db.allocations.claim`` refuses it then, and
+the scheduler chooses again.
 """
 
+import collections
+import contextlib
 import copy
 import functools
 import itertools
@@ -117,6 +122,8 @@ class HostStates:
     def __init__(self):
         self._nodes = {}  # node id -> NodeState
         self._signature = None  # nodes_signature when self._nodes was read, and claimed since
+        self._claiming = collections.Counter()  # node id -> threads claiming on it or waiting to
+        self._node_locks = {}  # node id -> the lock of claims on it, while any is under way
         self._lock = threading.Lock()
 
     def current(self, context):
@@ -132,27 +139,77 @@ class HostStates:
         nodes = {node_id: state for node_id, state in nodes.items() if node_id in live}
         nodes.update((row.id, NodeState(row, usage.get(row.id, {}))) for row in rows)
         with self._lock:
+            # NOTE: a claim of another thread may have moved a node on while this one
+            # read; its state is newer than the one read, and the signature read does
+            # not count it, so the next request reads the generations again.
+            for node_id, state in self._nodes.items():
+                if node_id in nodes and state.generation > nodes[node_id].generation:
+                    nodes[node_id] = state
             self._nodes, self._signature = nodes, signature
         return list(nodes.values())
 
     def claimed(self, node, generation, allocation):
         """Note that this scheduler's ``allocation`` on ``node`` (a NodeState) moved it
-        to ``generation``: the next request need not read it again. A view another
-        thread has moved on meanwhile is left as it is."""
+        to ``generation``: the next request need not read it again. A view that has
+        read the node at that generation or later meanwhile is left as it is."""
         with self._lock:
-            if self._nodes.get(node.id) is node:
-                self._nodes[node.id] = node.after_claim(generation, allocation)
-                # NOTE: the view held the node at the generation the swap replaced,
-                # so the signature read with it did not count this claim yet.
-                if self._signature is not None:
-                    count, ids, generations = self._signature
-                    moved = generation - node.generation
-                    self._signature = count, ids, generations + moved
+            cached = self._nodes.get(node.id)
+            if cached is None or cached.generation >= generation:
+                return
+            self._nodes[node.id] = node.after_claim(generation, allocation)
+            # NOTE: the signature counts each node at most at the generation the view
+            # holds it, so it never matches the database's while the view is stale.
+            if self._signature is not None:
+                count, ids, generations = self._signature
+                self._signature = count, ids, generations + generation - cached.generation
+
+    def lost(self, node):
+        """Note that a claim on ``node`` (a NodeState) lost its swap: unless the view
+        has the node at a later generation already, the next request reads every
+        node's generation again."""
+        with self._lock:
+            cached = self._nodes.get(node.id)
+            if cached is None or cached.generation <= node.generation:
+                self._signature = None
 
     def forget(self):
         """Make the next request read every node's generation again."""
         with self._lock:
             self._signature = None
+
+    def busy(self):
+        """{node id: how many of this scheduler's threads are claiming on it now, or
+        waiting to}, for the nodes any is."""
+        with self._lock:
+            return collections.Counter(self._claiming)
+
+    @contextlib.contextmanager
+    def claiming(self, node):
+        """Claim on ``node`` (a NodeState) alone among this scheduler's threads while
+        the block runs; yields the node as the view has it by then, which another
+        thread's claim may have moved on since ``node`` was chosen.
+
+        Threads of one scheduler that chose the same node write their claims one after
+        the other, each from the node as the one before left it, so they never lose a
+        swap to each other; ``busy`` meanwhile steers the others to other nodes. A
+        thread may claim again on a node it holds (a fault point's injection does).
+        """
+        with self._lock:
+            self._claiming[node.id] += 1
+            lock = self._node_locks.setdefault(node.id, threading.RLock())
+        try:
+            with lock:
+                yield self._latest(node)
+        finally:
+            with self._lock:
+                self._claiming[node.id] -= 1
+                if not self._claiming[node.id]:
+                    del self._claiming[node.id], self._node_locks[node.id]
+
+    def _latest(self, node):
+        with self._lock:
+            cached = self._nodes.get(node.id)
+        return cached if cached is not None and cached.generation > node.generation else node
 
 
 @functools.lru_cache(maxsize=1024)

@@ -10,7 +10,11 @@ Two modes (``[scheduler] claim_mode``):
     again from a fresh view, here: it never becomes a reschedule through the compute.
     Among the ``[filter_scheduler] host_subset_size`` best nodes the choice is random,
     and nodes tied for a place rank in random order, so that concurrent requests seldom
-    collide at all.
+    collide at all. Within one conductor they never lose a swap to each other: a node
+    one thread is claiming on ranks last for the others, and threads that chose it
+    anyway claim one after the other, each from the node as the one before left it
+    (``HostStates.claiming``). The swap guards against the writers that lock does not
+    reach: other conductors, and the computes' heals.
 
 ``legacy``
     The choice uses what the computes published (their usage and free PCI pools), so
@@ -67,48 +71,60 @@ class Scheduler:
         Returns ``(host, node, allocation, numa_cells)``, the allocation as {resource:
         used}, the guest's host cells as a sorted list (None: no NUMA topology). Raises
         ``NoValidHost`` when no node that is up and not in ``exclude`` has room, or after
-        ``MAX_GENERATION_CONFLICTS`` lost swaps (a transaction lost to a deadlock counts
-        as one).
+        ``MAX_GENERATION_CONFLICTS`` choices lost to other claims (a lost swap, a
+        transaction lost to a deadlock, or room another thread took first).
         """
         wanted = Wanted(instance, numa_cells, numa_nodes)
         for _ in range(MAX_GENERATION_CONFLICTS):
-            node, allocation = self._choose(context, exclude, wanted)
+            chosen = self._choose(context, exclude, wanted)
             try:
-                faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
-                with db_engine.write_transaction(context):
-                    generation = db_allocations.claim(
-                        context, node.id, node.generation, instance.uuid, allocation
-                    )
-                    if record is not None:
-                        record(node.host, node.nodename)
-                self.host_states.claimed(node, generation, allocation)
+                claimed = self._claim(context, instance, chosen, wanted, record)
             except exception.ComputeNodeGenerationConflict as error:
                 LOG.debug("Choosing again for %s: %s", instance.uuid, error)
                 _count_conflict()
-                # NOTE: a swap lost on a view its signature vouched for (see
-                # db.allocations.nodes_signature for how rare) must not be lost again.
-                self.host_states.forget()
             except db_exc.DBDeadlock:
                 # NOTE: MariaDB picks a victim when the claim's locks (the node row,
                 # the allocations' index) cross another writer's, an archive's say;
                 # the victim's transaction was rolled back whole, so choose again.
                 LOG.info("Choosing again for %s: the database rolled its claim back", instance.uuid)
             else:
-                cells = node.numa_cells_for(wanted)
-                cells = sorted(cells) if cells is not None else None
-                return node.host, node.nodename, allocation, cells
+                if claimed is not None:
+                    return claimed
         raise exception.NoValidHost(
             reason=f"{MAX_GENERATION_CONFLICTS} nodes chosen were allocated by others first"
         )
 
+    def _claim(self, context, instance, chosen, wanted, record):
+        """``claim_destination``'s answer from a claim on the node ``chosen``, or None
+        when another thread of this scheduler took the room there first."""
+        with self.host_states.claiming(chosen) as node:
+            allocation = node.allocation_for(wanted)
+            if allocation is None:
+                return None
+            faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
+            try:
+                with db_engine.write_transaction(context):
+                    generation = db_allocations.claim(
+                        context, node.id, node.generation, instance.uuid, allocation
+                    )
+                    if record is not None:
+                        record(node.host, node.nodename)
+            except exception.ComputeNodeGenerationConflict:
+                self.host_states.lost(node)
+                raise
+            self.host_states.claimed(node, generation, allocation)
+        cells = node.numa_cells_for(wanted)
+        cells = sorted(cells) if cells is not None else None
+        return node.host, node.nodename, allocation, cells
+
     def _choose(self, context, exclude, wanted):
-        """(NodeState, allocation) chosen from the view of the nodes; a view that
-        finds no room is read again whole before that is the answer."""
+        """The NodeState chosen from the view of the nodes; a view that finds no room
+        is read again whole before that is the answer."""
         for last in (False, True):
             with db_engine.read_transaction(context):
                 up, nodes = _up_hosts(context), self.host_states.current(context)
             try:
-                return _choose(nodes, up, exclude, wanted)
+                return _choose(nodes, up, exclude, wanted, self.host_states.busy())
             except exception.NoValidHost:
                 if last:
                     raise
@@ -166,39 +182,46 @@ def _up_hosts(context):
     return db_api.service_hosts_up(context, COMPUTE_BINARY, seen_since)
 
 
-def _choose(nodes, up, exclude, wanted):
-    """(NodeState, allocation) chosen at random among the best that fit."""
+def _choose(nodes, up, exclude, wanted, busy=frozenset()):
+    """The NodeState chosen at random among the best that fit, those not ``busy`` (ids
+    of nodes another thread is claiming on) first."""
     excluded = {tuple(place) for place in exclude}
     nodes = [n for n in nodes if n.host in up and n.place not in excluded]
     if not nodes:
         raise exception.NoValidHost(reason="no compute service is up that was not tried")
     if not any(n.has_room(wanted.resources) for n in nodes):
         raise exception.NoValidHost(reason=f"no node has {wanted.description} free")
-    best = _best_fitting(nodes, wanted, pcisim_conf.CONF.filter_scheduler.host_subset_size)
+    size = pcisim_conf.CONF.filter_scheduler.host_subset_size
+    best = _best_fitting(nodes, wanted, size, busy)
     if not best:
         raise exception.NoValidHost(
             reason=f"no node can provide PCI devices {_names(wanted.requests)}"
         )
-    node = random.choice(best)
-    return node, node.allocation_for(wanted)
+    return random.choice(best)
 
 
-def _best_fitting(nodes, wanted, size):
-    """The ``size`` nodes with the most free memory that fit ``wanted``.
+def _best_fitting(nodes, wanted, size, busy=frozenset()):
+    """The ``size`` nodes with the most free memory that fit ``wanted``, among those
+    not ``busy`` if any fits; else among the busy ones.
 
     Nodes tied on free memory (identical nodes, at first all of them) rank in a random
-    order: otherwise every request would choose among the same first few, and
+    order, and a node another thread of this scheduler is claiming on ranks after every
+    other: otherwise every request would choose among the same first few, and
     concurrent ones would lose each other's swaps. Whether a node fits is planned
     only for nodes in that order until ``size`` fit: with 1,000 nodes, most are never
     planned for.
     """
-    best = []
+    best, claimed_by_others = [], []
     for node in _ranked(nodes):
-        if node.allocation_for(wanted) is not None:
-            best.append(node)
-            if len(best) == size:
-                break
-    return best
+        if node.allocation_for(wanted) is None:
+            continue
+        if node.id in busy:
+            claimed_by_others.append(node)
+            continue
+        best.append(node)
+        if len(best) == size:
+            break
+    return best or claimed_by_others[:size]
 
 
 def _ranked(nodes):

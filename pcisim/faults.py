@@ -25,7 +25,8 @@ The points:
     Details: ``instance``.
 ``before_allocation_claim``
     (conductor, scheduler) a node is chosen from what was read of it, its allocation
-    not written yet: another boot allocating there now makes this one's
+    not written yet; the scheduler's other threads that chose it wait meanwhile: a
+    boot through another conductor allocating there now makes this one's
     compare-and-swap fail. Details: ``instance``, ``node_id``.
 ``before_audit_heal_save``
     (pcisim-manage pci audit --heal) a heal has read what it mends, and not written
