@@ -37,7 +37,7 @@ from oslo_utils import timeutils
 from pcisim import conf as pcisim_conf
 from pcisim import exception, faults
 from pcisim.compute import BINARY as COMPUTE_BINARY
-from pcisim.conductor import host_states
+from pcisim.conductor import host_states, shared_reads
 from pcisim.db import allocations as db_allocations
 from pcisim.db import api as db_api
 from pcisim.db import engine as db_engine
@@ -59,6 +59,8 @@ class Scheduler:
 
     def __init__(self):
         self.host_states = host_states.HostStates()
+        # the nodes and the hosts up, read once for the requests that ask together
+        self.view = shared_reads.SharedRead(self._read_view)
 
     def claim_destination(
         self, context, instance, numa_cells=None, exclude=(), record=None, numa_nodes=None
@@ -121,8 +123,7 @@ class Scheduler:
         """The NodeState chosen from the view of the nodes; a view that finds no room
         is read again whole before that is the answer."""
         for last in (False, True):
-            with db_engine.read_transaction(context):
-                up, nodes = _up_hosts(context), self.host_states.current(context)
+            up, nodes = self.view(context)
             try:
                 return _choose(nodes, up, exclude, wanted, self.host_states.busy())
             except exception.NoValidHost:
@@ -131,6 +132,13 @@ class Scheduler:
                 # NOTE: cheap where it is rare (a cloud with room); a full one pays
                 # what every request paid before the view was kept by its signature.
                 self.host_states.forget()
+
+    def _read_view(self, context):
+        """(the hosts up, every live node's NodeState), in one read transaction; run
+        once for every request that asked while the read before it ran."""
+        faults.point(faults.BEFORE_VIEW_READ, context=context)
+        with db_engine.read_transaction(context):
+            return _up_hosts(context), self.host_states.current(context)
 
 
 def generation_conflicts():

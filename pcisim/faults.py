@@ -28,6 +28,10 @@ The points:
     not written yet; the scheduler's other threads that chose it wait meanwhile: a
     boot through another conductor allocating there now makes this one's
     compare-and-swap fail. Details: ``instance``, ``node_id``.
+``before_view_read``
+    (conductor, scheduler) a thread begins the read of the nodes and up hosts, for
+    itself and every request that asked meanwhile; requests asking now wait for it to
+    end and share the next. Details: ``context``.
 ``before_audit_heal_save``
     (pcisim-manage pci audit --heal) a heal has read what it mends, and not written
     yet: a live writer changing it now makes the heal's guarded write refuse. Details:
@@ -46,6 +50,7 @@ BEFORE_PERIODIC = "before_periodic"
 BETWEEN_CLAIM_AND_ALLOCATE = "between_claim_and_allocate"
 BEFORE_ALLOCATION_CLAIM = "before_allocation_claim"
 BEFORE_AUDIT_HEAL_SAVE = "before_audit_heal_save"
+BEFORE_VIEW_READ = "before_view_read"
 POINTS = frozenset(
     {
         AFTER_SOFT_DELETE,
@@ -55,6 +60,7 @@ POINTS = frozenset(
         BETWEEN_CLAIM_AND_ALLOCATE,
         BEFORE_ALLOCATION_CLAIM,
         BEFORE_AUDIT_HEAL_SAVE,
+        BEFORE_VIEW_READ,
     }
 )
 

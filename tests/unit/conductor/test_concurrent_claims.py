@@ -136,3 +136,22 @@ def test_a_swap_lost_to_a_claim_of_the_same_scheduler_keeps_its_view_true(db, ct
 
 def _view(chooser, ctxt):
     return {node.id: (node.generation, node.used) for node in chooser.host_states.current(ctxt)}
+
+
+def test_requests_that_ask_during_a_view_read_share_the_next_read(db, ctxt):
+    _up_nodes(ctxt, 3)
+    chooser = scheduler.Scheduler()
+    others = [_Boot(chooser), _Boot(chooser)]
+
+    def others_ask_meanwhile(**details):
+        for boot in others:
+            boot.start()
+        _wait_until(lambda: chooser.view.waiting() == len(others))
+
+    with faults.inject(faults.BEFORE_VIEW_READ, faults.once(others_ask_meanwhile)):
+        chooser.claim_destination(ctxt, _small_instance())
+    for boot in others:
+        boot.join(WAIT_S)
+
+    assert all(boot.answer is not None for boot in others)
+    assert chooser.view.reads() == 2
