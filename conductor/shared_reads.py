@@ -4,10 +4,11 @@ conductor share the read of the scheduler's view instead of each making its own.
 A request needs a view at least as new as the moment it asked, so it can never take
 the answer of a read already under way when it arrived (that read may have begun
 before the request's own last write committed). It waits for that read to end; then
-one of the requests that arrived meanwhile reads once for all of them. With 16
-requests in flight, most share a read, and a decision no longer pays a read
-transaction of its own. A read that fails is not shared: each request waiting on it
-reads for itself (and, the database being down, fails with its own error).
+one of the requests that arrived meanwhile reads once for all of them (in
+bench.scale, 16 requests in flight on 10 nodes made 0.81 reads a decision, and
+0.93x the CPU a boot: see bench/README.md). A read that fails is not shared: each
+request waiting on it reads for itself (and, the database being down, fails with its
+own error).
 """
 
 import threading
