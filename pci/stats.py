@@ -106,6 +106,7 @@ class PciDeviceStats:
         self._counters_left = {}  # counter -> capacity left (from_capacity only)
         self._buckets = collections.defaultdict(dict)  # bucket -> {pool key: Pool}
         self._pool_of = {}  # device address -> the Pool holding it
+        self._published = (None, None)  # (counts, the PciDevicePoolList made of them)
 
     # ----------------------------------------------------------- bookkeeping
 
@@ -155,21 +156,29 @@ class PciDeviceStats:
     # ------------------------------------------------------------ publishing
 
     def to_device_pools_obj(self):
-        """The pools as the compute node publishes them for the scheduler."""
+        """The pools as the compute node publishes them for the scheduler: the same
+        object as last time while the counts are the same, so that a caller that
+        publishes it again can tell it unchanged by identity (a resource tracker stages
+        its node before and after each save). Callers do not change it."""
         counts = collections.Counter()
         for pool in self.pools():
             counts[(pool.vendor_id, pool.product_id, pool.numa_node, pool.dev_type, pool.tags)] += (
                 pool.count
             )
-        return pci_device_pool.PciDevicePoolList.of(
+        counted = sorted(counts.items(), key=str)
+        if counted == self._published[0]:
+            return self._published[1]
+        pools = pci_device_pool.PciDevicePoolList.of(
             [
                 pci_device_pool.PciDevicePool(
                     vendor_id=v, product_id=p, numa_node=n, dev_type=t, tags=dict(tags), count=count
                 )
-                for (v, p, n, t, tags), count in sorted(counts.items(), key=str)
+                for (v, p, n, t, tags), count in counted
             ],
             self._numa_sockets or None,
         )
+        self._published = (counted, pools)
+        return pools
 
     @classmethod
     def from_device_pools(cls, pool_list):

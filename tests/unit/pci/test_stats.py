@@ -229,6 +229,17 @@ def test_published_pools_sum_vfs_of_every_parent():
     assert counts == {("type-PF", 2), ("type-VF", 8)}
 
 
+def test_published_pools_are_the_same_object_until_a_count_changes():
+    stats = PciDeviceStats()
+    tree = _sriov(stats)
+    published = stats.to_device_pools_obj()
+    assert stats.to_device_pools_obj() is published
+    stats.remove_device(tree[next(iter(tree))][0])
+    changed = stats.to_device_pools_obj()
+    assert changed is not published
+    assert {(p.dev_type, p.count) for p in changed} == {("type-PF", 2), ("type-VF", 7)}
+
+
 # Nova's outcomes for a guest on NUMA node 1, device on node None / 0 / 1.
 NUMA_OUTCOMES = {
     "preferred": (True, True, True),
