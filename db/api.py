@@ -15,6 +15,7 @@ Every PCI device write, one device's or a batch's, runs the statements of
 import dataclasses
 import datetime
 import functools
+import types
 
 import sqlalchemy as sa
 from oslo_db import exception as db_exc
@@ -66,6 +67,13 @@ def _check_values(model, values, forbidden=_BOOKKEEPING):
         raise exception.InvalidInput(
             reason=f"{model.__tablename__} column(s) {', '.join(nulled)} cannot be null"
         )
+
+
+def _as_written(model, values):
+    """A row of ``model`` holding ``values`` and None in every other column: what an
+    insert wrote, read by attribute like a row, without the ORM object that would cost
+    more than the insert's statement."""
+    return types.SimpleNamespace(**{**dict.fromkeys(_columns(model)), **values})
 
 
 def _apply(row, values):
@@ -207,7 +215,7 @@ def instance_create(context, values, extra=None):
         raise exception.InstanceExists(instance_uuid=values.get("uuid"))
     connection.execute(_INSTANCE_EXTRAS.insert(), {**extra, "instance_uuid": values.get("uuid")})
     (instance_id,) = result.inserted_primary_key
-    return models.Instance(**result.last_inserted_params(), id=instance_id)
+    return _as_written(models.Instance, {**result.last_inserted_params(), "id": instance_id})
 
 
 _INSTANCES = models.Instance.__table__
