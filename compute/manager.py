@@ -162,18 +162,21 @@ class ComputeManager:
     def terminate_instance(self, context, instance):
         """Stop ``instance``, soft-delete it and free what it holds on this host.
 
-        An instance deleted already (a delete finished by the periodic task before
-        this message came) only has what it still holds here released.
+        The API recorded the delete (task state ``deleting``) before it sent this, so
+        the first write here is the soft-delete; an API from before it did is the
+        one whose delete is recorded here first. An instance deleted already (a delete
+        finished by the periodic task before this message came) only has what it
+        still holds here released.
         """
         with self._instance_lock(instance.uuid):
-            instance.task_state = states.DELETING
             try:
-                instance.save()
+                if instance.task_state != states.DELETING:
+                    instance.task_state = states.DELETING
+                    instance.save()
+                self._delete(context, instance)
             except exception.InstanceNotFound:
                 LOG.info("%s is deleted already; releasing what it held here", instance.uuid)
                 self._release(context, instance, instance.node)
-                return
-            self._delete(context, instance)
 
     def _delete(self, context, instance):
         """Each step can be repeated: a delete interrupted at any of them is finished

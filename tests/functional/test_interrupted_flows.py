@@ -198,3 +198,43 @@ def test_a_free_that_got_no_answer_ends_its_allocation_with_the_next_save(plane,
 
     assert flows.allocations_of(plane, instance_uuid) == {}
     assert flows.held_devices() == []
+
+
+def _terminate(plane, instance):
+    """Send ``instance``'s delete to its compute, as the API does once it decided to."""
+    plane.api.compute_rpcapi.terminate_instance(plane.context, instance)
+
+
+def test_a_delete_message_that_comes_after_the_delete_was_finished_releases_what_is_left(
+    plane, caplog
+):
+    instance_uuid, _ = plane.boot("vm", "gpu:1")
+    late = Instance.get_by_uuid(plane.context, instance_uuid)
+    late.task_state = "deleting"
+    late.save()
+    Instance.get_by_uuid(plane.context, instance_uuid).destroy()  # finished meanwhile
+
+    _terminate(plane, late)
+
+    _logged(caplog, f"{instance_uuid} is deleted already")
+    testing.wait_until(lambda: not flows.held_devices(), what="the devices freed")
+    assert plane.drivers[HOST].list_instances(NODE) == set()
+
+
+def test_a_delete_an_older_api_sent_unrecorded_is_recorded_before_the_guest_stops(
+    plane, monkeypatch
+):
+    instance_uuid, _ = plane.boot("vm", "gpu:1")
+    driver, seen = plane.drivers[HOST], []
+    destroy = driver.destroy
+
+    def recording_the_row(node, stopped_uuid):
+        seen.append(Instance.get_by_uuid(plane.context, stopped_uuid).task_state)
+        return destroy(node, stopped_uuid)
+
+    monkeypatch.setattr(driver, "destroy", recording_the_row)
+
+    _terminate(plane, Instance.get_by_uuid(plane.context, instance_uuid))
+
+    testing.wait_until(lambda: _state(plane, instance_uuid) == "gone", what="the delete")
+    assert seen[0] == "deleting"

@@ -374,7 +374,7 @@ def test_a_node_allocated_but_not_yet_claimed_on_is_not_chosen_again(start, capl
 def test_a_restarted_compute_finishes_a_delete_its_crash_interrupted(start):
     plane = start(ONE_GPU)
     instance_uuid, _ = flows.boot(plane, "gpu:1")
-    plane.stop_compute("gpu-host")  # dies right after terminate_instance said "deleting"
+    plane.stop_compute("gpu-host")  # dies right after the API recorded the delete
     instance = Instance.get_by_uuid(plane.context, instance_uuid)
     instance.task_state = "deleting"
     instance.save()
