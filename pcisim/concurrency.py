@@ -45,7 +45,7 @@ def select_backend():
 
     if backend.get_backend_type() is not None:
         return
-    _silence_eventlet_deprecation()
+    _silence_import_warnings()
     if selected_mode() == EVENTLET:
         import eventlet
 
@@ -55,7 +55,10 @@ def select_backend():
         backend.init_backend(backend.BackendType.THREADING)
 
 
-def _silence_eventlet_deprecation():
+def _silence_import_warnings():
     # NOTE: futurist imports eventlet whether or not it is used, and eventlet warns on
     # import; in the default threading mode that warning tells an operator nothing.
     warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")
+    # NOTE: eventlet imports dnspython, whose DNSSEC module names DSA keys, and
+    # cryptography >= 51 warns when anything names them; pcisim signs nothing.
+    warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"dns\.")

@@ -175,6 +175,13 @@ def test_db_version_names_the_database_it_read_on_stderr(fresh_config, tmp_path)
     assert f"sqlite:///{tmp_path / 'fresh.sqlite'}" in result.stderr
 
 
+def test_db_sync_prints_no_python_warnings(fresh_config):
+    result = cli.run(fresh_config, "db", "sync")
+
+    assert result.returncode == 0, result.stderr
+    assert "Warning:" not in result.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [("db", "version"), ("db", "archive_deleted_rows"), ("db", "purge", "--all")],
