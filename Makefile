@@ -6,13 +6,18 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench soak clean
+EXTRAS := mysql,postgresql,otel,test
+CONSTRAINTS := constraints.txt
 
-$(STAMP): pyproject.toml
+.PHONY: run test lint bench soak clean constraints
+
+# The versions in constraints.txt are the ones the tests last passed on: a release
+# upstream changes nothing here until `make constraints` takes it in.
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "pcisim needs Python >= 3.11, $(PYTHON) is " + sys.version.split()[0])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[mysql,postgresql,otel,test]'
+	$(BIN)/python -m pip install --quiet --upgrade -c $(CONSTRAINTS) pip
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 # The whole control plane in one process on the embedded defaults (SQLite under
@@ -35,6 +40,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Resolve the newest releases in a scratch virtualenv and write them to constraints.txt;
+# then `make test`, and commit the file if it passes.
+constraints:
+	rm -rf .venv-latest
+	$(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install --quiet --upgrade pip
+	.venv-latest/bin/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	{ sed -n '/^#/p' $(CONSTRAINTS); .venv-latest/bin/python -m pip freeze --all --exclude-editable; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	rm -rf .venv-latest
+
 clean:
-	rm -rf $(VENV) bench/.nova-venv state build .pytest_cache .hypothesis .ruff_cache *.egg-info bench/results.json
+	rm -rf $(VENV) .venv-latest bench/.nova-venv state build .pytest_cache .hypothesis .ruff_cache *.egg-info bench/results.json
 	find . -name __pycache__ -type d -not -path "./.git/*" -prune -exec rm -rf {} +
