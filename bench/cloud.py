@@ -16,8 +16,11 @@ polling loads the services measured.
 Measured per size and mode:
   boots       servers/second, from a wave's first POST to its last ACTIVE
   latency     POST-to-ACTIVE per server: from the client sending its POST to the
-              ``launched_at`` the compute wrote (one clock: the processes share a
-              machine); median and p95
+              ``updated_at`` the conductor wrote with ``active`` (one clock: the
+              processes share a machine); median and p95. Not ``launched_at``: it
+              travels from the compute as oslo.versionedobjects' DateTime primitive,
+              which keeps whole seconds, and read so it put latencies up to a second
+              early (below zero once a boot took under a second)
   deletes     servers/second, from a wave's first DELETE to its last device freed
   CPU         user + system CPU of every service process (/proc) over the boot waves,
               per server; the same over the delete waves
@@ -57,6 +60,7 @@ from urllib import parse
 import sqlalchemy as sa
 
 from bench import harness
+from pcisim.compute.states import ACTIVE
 
 RABBIT_URL = os.environ.get("PCISIM_BENCH_RABBIT_URL", "rabbit://guest:guest@127.0.0.1:5672/")
 POSTGRESQL_URL = os.environ.get(
@@ -79,7 +83,7 @@ INSTANCES = sa.table(
     "instances",
     sa.column("uuid"),
     sa.column("vm_state"),
-    sa.column("launched_at"),
+    sa.column("updated_at"),
     sa.column("deleted"),
 )
 DEVICES = sa.table("pci_devices", sa.column("instance_uuid"), sa.column("deleted"))
@@ -246,9 +250,12 @@ class ScratchDatabase:
             return dict(connection.execute(query).all())
 
     def launched(self, uuids):
-        """{uuid: launched_at (aware UTC)} of the live instances among ``uuids``."""
-        query = sa.select(INSTANCES.c.uuid, INSTANCES.c.launched_at).where(
-            INSTANCES.c.uuid.in_(uuids), INSTANCES.c.launched_at.is_not(None)
+        """{uuid: when it was written ACTIVE (aware UTC)} of the live ACTIVE instances
+        among ``uuids``: nothing writes an instance after its ACTIVE until its delete."""
+        query = sa.select(INSTANCES.c.uuid, INSTANCES.c.updated_at).where(
+            INSTANCES.c.uuid.in_(uuids),
+            INSTANCES.c.vm_state == ACTIVE,
+            INSTANCES.c.deleted == 0,
         )
         with self.engine.connect() as connection:
             return {
