@@ -17,10 +17,9 @@ Measured per size and mode:
   boots       servers/second, from a wave's first POST to its last ACTIVE
   latency     POST-to-ACTIVE per server: from the client sending its POST to the
               ``updated_at`` the conductor wrote with ``active`` (one clock: the
-              processes share a machine); median and p95. Not ``launched_at``: it
-              travels from the compute as oslo.versionedobjects' DateTime primitive,
-              which keeps whole seconds, and read so it put latencies up to a second
-              early (below zero once a boot took under a second)
+              processes share a machine); median and p95. Not ``launched_at``: the
+              compute sends it as oslo.versionedobjects' DateTime primitive, in whole
+              seconds, which cut up to a second off every latency
   deletes     servers/second, from a wave's first DELETE to its last device freed
   CPU         user + system CPU of every service process (/proc) over the boot waves,
               per server; the same over the delete waves
