@@ -77,12 +77,31 @@ class ComputeManager:
             LOG.exception("Finishing interrupted builds and deletes on %s failed", self.host)
 
     def _sync_nodes(self, context):
+        """Sync every node, from one read of the host's instances (one round trip, not
+        one per node: with 250 nodes a host, those reads were three quarters of a
+        run's CPU); a node that claimed or freed since reads its own again."""
+        reads = self._read_instances_by_node(context)
         for node, tracker in self.trackers.items():
             try:
-                live = tracker.update_available_resource(context)
+                live = tracker.update_available_resource(context, reads.get(node))
                 self._reap_guests(node, live)
             except Exception:
                 LOG.exception("Periodic resource update of node %s/%s failed", self.host, node)
+
+    def _read_instances_by_node(self, context):
+        """{node: (its live instances, its tracker's ``changes()`` before the read)};
+        empty when the read fails, and then each node reads its own."""
+        changes = {node: tracker.changes() for node, tracker in self.trackers.items()}
+        try:
+            instances = InstanceList.get_by_host_and_node(context, self.host)
+        except Exception:
+            LOG.exception("Reading the instances of %s failed; each node reads its own", self.host)
+            return {}
+        by_node = {node: [] for node in self.trackers}
+        for instance in instances:
+            if instance.node in by_node:
+                by_node[instance.node].append(instance)
+        return {node: (by_node[node], changes[node]) for node in self.trackers}
 
     def _reap_guests(self, node, live):
         for instance_uuid in self.driver.list_instances(node) - live:

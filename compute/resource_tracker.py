@@ -49,14 +49,26 @@ class ResourceTracker:
         self._healed_for = None  # the instances the allocations were last healed for
         self._unreleased = set()  # instances freed here whose allocation end is unwritten
         self._agreed = {}  # node field -> (pools it held, pools found equal to them)
+        self._changes = 0  # claims and frees begun: see ``changes``
         self._lock = threading.Lock()
 
     # -------------------------------------------------------------- periodic
 
-    def update_available_resource(self, context):
+    def changes(self):
+        """How many claims and frees this tracker has begun. A read of the node's
+        instances made after this returned a number holds every instance the tracker
+        holds, and none it has freed, for as long as the number stays: a build's row
+        is written before its claim, a delete's soft-delete before its free."""
+        return self._changes
+
+    def update_available_resource(self, context, read=None):
         """Sync with the hypervisor and the instances the database puts on this node;
         what this tracker held for any other instance (a delete that stopped half-way,
         a build put in ERROR) is freed, and its allocation here ends in the same write.
+
+        ``read``: (this node's instances, ``changes()`` as it was before they were
+        read), from one read of the whole host; they are read again here if a claim
+        or a free began since.
 
         Returns the uuids of those instances. A PCI device whose row has vanished does
         not fail the run: the PCI tracker drops it and re-creates it from the next
@@ -67,7 +79,9 @@ class ResourceTracker:
         with self._lock:
             self._sync_compute_node(context, resources)
             self.pci_tracker.update_devices_from_hypervisor_resources(resources["pci_devices"])
-            instances = InstanceList.get_by_host_and_node(context, self.host, self.nodename)
+            instances, read_at = read or (None, None)
+            if read_at != self._changes:
+                instances = InstanceList.get_by_host_and_node(context, self.host, self.nodename)
             live = {instance.uuid for instance in instances}
             gone = (self.pci_tracker.holders() | set(self._usage)) - live
             self.pci_tracker.clean_usage(live)
@@ -137,6 +151,7 @@ class ResourceTracker:
         writer took a device first (``PciDeviceConflict``); then nothing is claimed.
         """
         with self._lock:
+            self._changes += 1
             self._check_free(instance)
             try:
                 devices = self.pci_tracker.claim_instance(
@@ -178,6 +193,7 @@ class ResourceTracker:
         """Release everything the instance holds on this node: its devices, its usage
         and, in the same write, its allocation here."""
         with self._lock:
+            self._changes += 1
             self.pci_tracker.free_instance(instance.uuid)
             self._usage.pop(instance.uuid, None)
             self._save_yielding_to_other_writers(context, released={instance.uuid})
