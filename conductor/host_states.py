@@ -20,6 +20,7 @@ import contextlib
 import copy
 import functools
 import itertools
+import random
 import threading
 
 from pcisim.db import allocations as db_allocations
@@ -107,6 +108,64 @@ class NodeState:
         return [frozenset(cells) for cells in itertools.combinations(nodes, wanted.numa_nodes)]
 
 
+class Nodes:
+    """Every live node's ``NodeState`` at one moment, in tiers of equal free memory:
+    never changed once made, so that requests may share it while claims move on.
+
+    The tiers make ranking the nodes cost what a request reaches of them: with 1,000
+    nodes, sorting them all and filtering them for each request cost more than the
+    rest of its choice. A claim moves one node between two tiers (``replacing``).
+    """
+
+    def __init__(self, states=()):
+        self._by_id = {state.id: state for state in states}
+        self._tiers = collections.defaultdict(dict)  # free memory -> {node id: NodeState}
+        for state in self._by_id.values():
+            self._tiers[state.free_memory][state.id] = state
+        self._tiers = dict(self._tiers)
+
+    def __iter__(self):
+        return iter(self._by_id.values())
+
+    def __len__(self):
+        return len(self._by_id)
+
+    def get(self, node_id):
+        return self._by_id.get(node_id)
+
+    def generations(self):
+        """{node id: generation} of every node."""
+        return {node_id: state.generation for node_id, state in self._by_id.items()}
+
+    def ranked(self):
+        """The nodes by free memory, most first, those tied in random order, lazily:
+        only the ties the caller reaches are shuffled."""
+        for free_memory in sorted(self._tiers, reverse=True):
+            yield from _shuffled(list(self._tiers[free_memory].values()))
+
+    def replacing(self, state):
+        """These nodes with ``state`` in place of the node of its id."""
+        old = self._by_id[state.id]
+        replaced = copy.copy(self)
+        replaced._by_id = {**self._by_id, state.id: state}
+        replaced._tiers = dict(self._tiers)
+        tier = replaced._tiers[old.free_memory] = dict(self._tiers[old.free_memory])
+        del tier[state.id]
+        if not tier:
+            del replaced._tiers[old.free_memory]
+        tier = replaced._tiers[state.free_memory] = dict(replaced._tiers.get(state.free_memory, {}))
+        tier[state.id] = state
+        return replaced
+
+
+def _shuffled(items):
+    """``items`` in random order, shuffled as far as they are consumed (Fisher-Yates)."""
+    for i in range(len(items)):
+        j = random.randrange(i, len(items))
+        items[i], items[j] = items[j], items[i]
+        yield items[i]
+
+
 class HostStates:
     """Every live node's ``NodeState``, shared by the scheduler's threads.
 
@@ -120,33 +179,32 @@ class HostStates:
     """
 
     def __init__(self):
-        self._nodes = {}  # node id -> NodeState
+        self._nodes = Nodes()
         self._signature = None  # nodes_signature when self._nodes was read, and claimed since
         self._claiming = collections.Counter()  # node id -> threads claiming on it or waiting to
         self._node_locks = {}  # node id -> the lock of claims on it, while any is under way
         self._lock = threading.Lock()
 
     def current(self, context):
-        """Every live node as it is now: one query when none changed, else two more,
-        and two for those changed."""
+        """Every live node as it is now (``Nodes``): one query when none changed, else
+        two more, and two for those changed."""
         signature = db_allocations.nodes_signature(context)
         with self._lock:
             if signature == self._signature:
-                return list(self._nodes.values())
-            nodes = dict(self._nodes)
-        known = {node_id: state.generation for node_id, state in nodes.items()}
-        rows, usage, live = db_allocations.changed_host_states(context, known)
-        nodes = {node_id: state for node_id, state in nodes.items() if node_id in live}
+                return self._nodes
+            known = self._nodes
+        rows, usage, live = db_allocations.changed_host_states(context, known.generations())
+        nodes = {state.id: state for state in known if state.id in live}
         nodes.update((row.id, NodeState(row, usage.get(row.id, {}))) for row in rows)
         with self._lock:
             # NOTE: a claim of another thread may have moved a node on while this one
             # read; its state is newer than the one read, and the signature read does
             # not count it, so the next request reads the generations again.
-            for node_id, state in self._nodes.items():
-                if node_id in nodes and state.generation > nodes[node_id].generation:
-                    nodes[node_id] = state
-            self._nodes, self._signature = nodes, signature
-        return list(nodes.values())
+            for state in self._nodes:
+                if state.id in nodes and state.generation > nodes[state.id].generation:
+                    nodes[state.id] = state
+            self._nodes, self._signature = Nodes(nodes.values()), signature
+            return self._nodes
 
     def claimed(self, node, generation, allocation):
         """Note that this scheduler's ``allocation`` on ``node`` (a NodeState) moved it
@@ -156,7 +214,7 @@ class HostStates:
             cached = self._nodes.get(node.id)
             if cached is None or cached.generation >= generation:
                 return
-            self._nodes[node.id] = node.after_claim(generation, allocation)
+            self._nodes = self._nodes.replacing(node.after_claim(generation, allocation))
             # NOTE: the signature counts each node at most at the generation the view
             # holds it, so it never matches the database's while the view is stale.
             if self._signature is not None:

@@ -24,8 +24,6 @@ Two modes (``[scheduler] claim_mode``):
 
 import datetime
 import functools
-import itertools
-import operator
 import random
 import threading
 
@@ -49,7 +47,6 @@ LOG = logging.getLogger(__name__)
 # NOTE: each conflict means another allocation was written meanwhile, so the retries
 # make progress; this only bounds a request that keeps losing.
 MAX_GENERATION_CONFLICTS = 50
-_FREE_MEMORY = operator.attrgetter("free_memory")
 _conflicts = 0
 _conflicts_lock = threading.Lock()
 
@@ -191,36 +188,42 @@ def _up_hosts(context):
 
 
 def _choose(nodes, up, exclude, wanted, busy=frozenset()):
-    """The NodeState chosen at random among the best that fit, those not ``busy`` (ids
-    of nodes another thread is claiming on) first."""
+    """The NodeState chosen at random among the best of ``nodes`` (``host_states.Nodes``)
+    that fit, those not ``busy`` (ids of nodes another thread is claiming on) first."""
     excluded = {tuple(place) for place in exclude}
-    nodes = [n for n in nodes if n.host in up and n.place not in excluded]
-    if not nodes:
-        raise exception.NoValidHost(reason="no compute service is up that was not tried")
-    if not any(n.has_room(wanted.resources) for n in nodes):
-        raise exception.NoValidHost(reason=f"no node has {wanted.description} free")
     size = pcisim_conf.CONF.filter_scheduler.host_subset_size
-    best = _best_fitting(nodes, wanted, size, busy)
+    candidates = (n for n in nodes.ranked() if n.host in up and n.place not in excluded)
+    best = _best_fitting(candidates, wanted, size, busy)
     if not best:
-        raise exception.NoValidHost(
-            reason=f"no node can provide PCI devices {_names(wanted.requests)}"
-        )
+        raise _no_valid_host(nodes, up, excluded, wanted)
     return random.choice(best)
 
 
-def _best_fitting(nodes, wanted, size, busy=frozenset()):
-    """The ``size`` nodes with the most free memory that fit ``wanted``, among those
-    not ``busy`` if any fits; else among the busy ones.
+def _no_valid_host(nodes, up, excluded, wanted):
+    """``NoValidHost`` saying why none of ``nodes`` fits ``wanted``."""
+    nodes = [n for n in nodes if n.host in up and n.place not in excluded]
+    if not nodes:
+        return exception.NoValidHost(reason="no compute service is up that was not tried")
+    if not any(n.has_room(wanted.resources) for n in nodes):
+        return exception.NoValidHost(reason=f"no node has {wanted.description} free")
+    return exception.NoValidHost(
+        reason=f"no node can provide PCI devices {_names(wanted.requests)}"
+    )
+
+
+def _best_fitting(ranked, wanted, size, busy=frozenset()):
+    """The first ``size`` nodes of ``ranked`` (most free memory first) that fit
+    ``wanted``, among those not ``busy`` if any fits; else among the busy ones.
 
     Nodes tied on free memory (identical nodes, at first all of them) rank in a random
     order, and a node another thread of this scheduler is claiming on ranks after every
     other: otherwise every request would choose among the same first few, and
     concurrent ones would lose each other's swaps. Whether a node fits is planned
     only for nodes in that order until ``size`` fit: with 1,000 nodes, most are never
-    planned for.
+    planned for, nor even reached.
     """
     best, claimed_by_others = [], []
-    for node in _ranked(nodes):
+    for node in ranked:
         if node.allocation_for(wanted) is None:
             continue
         if node.id in busy:
@@ -230,22 +233,6 @@ def _best_fitting(nodes, wanted, size, busy=frozenset()):
         if len(best) == size:
             break
     return best or claimed_by_others[:size]
-
-
-def _ranked(nodes):
-    """``nodes`` by free memory, most first, those tied in random order, lazily: the
-    sort's key is read in C, and only the ties the caller reaches are shuffled."""
-    by_free_memory = sorted(nodes, key=_FREE_MEMORY, reverse=True)
-    for _, tied in itertools.groupby(by_free_memory, key=_FREE_MEMORY):
-        yield from _shuffled(list(tied))
-
-
-def _shuffled(items):
-    """``items`` in random order, shuffled as far as they are consumed (Fisher-Yates)."""
-    for i in range(len(items)):
-        j = random.randrange(i, len(items))
-        items[i], items[j] = items[j], items[i]
-        yield items[i]
 
 
 def select_destination(context, instance, numa_cells=None, exclude=()):

@@ -89,6 +89,23 @@ def test_a_claim_does_not_overwrite_a_view_another_thread_moved_on(db, ctxt):
     assert _view(chooser, ctxt) == {newer.id: (newer.generation, {"VCPU": 1})}
 
 
+def test_a_claim_ranks_its_node_anew_and_leaves_a_view_read_before_it_as_it_was(db, ctxt):
+    _nodes_up(ctxt, HOSTS[:3])
+    chooser = scheduler.Scheduler()
+    before = chooser.host_states.current(ctxt)
+    node = next(iter(before))
+
+    claim = {"MEMORY_MB": 512}
+    generation = allocations.claim(ctxt, node.id, node.generation, str(uuid.uuid4()), claim)
+    chooser.host_states.claimed(node, generation, claim)
+
+    after = chooser.host_states.current(ctxt)
+    assert [n.id for n in after.ranked()][-1] == node.id
+    assert after.get(node.id).free_memory == node.free_memory - 512
+    assert {n.free_memory for n in before.ranked()} == {node.free_memory}
+    assert before.get(node.id) is node
+
+
 def test_a_view_no_other_writer_moved_is_kept_by_reading_one_row(db, ctxt):
     _nodes_up(ctxt, HOSTS[:3])
     chooser = scheduler.Scheduler()
@@ -108,7 +125,7 @@ def test_a_view_no_other_writer_moved_is_kept_by_reading_one_row(db, ctxt):
 def test_another_writers_claim_makes_the_view_read_again(db, ctxt):
     _nodes_up(ctxt, HOSTS[:3])
     chooser = scheduler.Scheduler()
-    node = chooser.host_states.current(ctxt)[0]
+    node = next(iter(chooser.host_states.current(ctxt)))
     allocations.claim(ctxt, node.id, node.generation, str(uuid.uuid4()), {"VCPU": 3})
 
     assert _view(chooser, ctxt) == _view(scheduler.Scheduler(), ctxt)
