@@ -156,7 +156,7 @@ def _count_conflict():
 class Wanted:
     """What an instance asks of a node: resources and PCI requests; ``key`` is the
     same for every request that asks the same (text, whose hash Python keeps: it is
-    looked up once per node and request)."""
+    looked up once per node and request), and so are those asking equal."""
 
     def __init__(self, instance, numa_cells, numa_nodes=None):
         self.numa_nodes = numa_nodes
@@ -174,6 +174,12 @@ class Wanted:
                 numa_nodes,
             )
         )
+
+    def __eq__(self, other):
+        return isinstance(other, Wanted) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
 
 
 def _request_key(request):
