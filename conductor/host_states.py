@@ -124,16 +124,13 @@ class Nodes:
 
     def __init__(self, states=()):
         self._by_id = {state.id: state for state in states}
-        self._tiers = collections.defaultdict(dict)  # free memory -> {node id: NodeState}
+        tiers = collections.defaultdict(dict)
         for state in self._by_id.values():
-            self._tiers[state.free_memory][state.id] = state
-        self._tiers = dict(self._tiers)
+            tiers[state.free_memory][state.id] = state
+        self._tiers = dict(tiers)  # free memory -> {node id: NodeState}
 
     def __iter__(self):
         return iter(self._by_id.values())
-
-    def __len__(self):
-        return len(self._by_id)
 
     def get(self, node_id):
         return self._by_id.get(node_id)
@@ -151,15 +148,14 @@ class Nodes:
     def replacing(self, state):
         """These nodes with ``state`` in place of the node of its id."""
         old = self._by_id[state.id]
-        replaced = copy.copy(self)
-        replaced._by_id = {**self._by_id, state.id: state}
-        replaced._tiers = dict(self._tiers)
-        tier = replaced._tiers[old.free_memory] = dict(self._tiers[old.free_memory])
-        del tier[state.id]
-        if not tier:
-            del replaced._tiers[old.free_memory]
-        tier = replaced._tiers[state.free_memory] = dict(replaced._tiers.get(state.free_memory, {}))
-        tier[state.id] = state
+        tiers = dict(self._tiers)
+        left = tiers[old.free_memory] = dict(tiers[old.free_memory])
+        del left[state.id]
+        if not left:
+            del tiers[old.free_memory]
+        tiers[state.free_memory] = {**tiers.get(state.free_memory, {}), state.id: state}
+        replaced = Nodes()
+        replaced._by_id, replaced._tiers = {**self._by_id, state.id: state}, tiers
         return replaced
 
 

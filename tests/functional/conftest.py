@@ -4,6 +4,7 @@ import contextlib
 
 import pytest
 
+from pcisim import trace
 from pcisim.conductor import compute_task
 from tests.functional import flows
 
@@ -27,3 +28,12 @@ def start(db):
     define a ``start`` of its own, taking more)."""
     with contextlib.ExitStack() as running:
         yield lambda hosts: running.enter_context(flows.control_plane(hosts))
+
+
+@pytest.fixture
+def recording(tmp_path):
+    """Every RPC message of the test recorded to a trace file; its path."""
+    path = tmp_path / "trace.jsonl"
+    trace.start(str(path), default_actor="test")
+    yield str(path)
+    trace.stop()

@@ -4,21 +4,12 @@ delete landing in the run is seen as it is, never as the host's read saw it."""
 
 import pytest
 
-from pcisim import faults, testing, trace, trace_report
+from pcisim import faults, testing, trace_report
 from pcisim.compute.driver import SimulatedDriver
-from tests import backends
 from tests.functional import flows
 
 HOST = "nic-host"
 NODES = ("nic-0", "nic-1", "nic-2")
-
-
-@pytest.fixture(scope="module")
-def database(tmp_path_factory):
-    """What a run reads and when does not depend on the backend."""
-    scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
-    yield scratch
-    scratch.drop()
 
 
 @pytest.fixture
@@ -26,14 +17,6 @@ def plane(db):
     driver = SimulatedDriver.from_config([f"{node}=pfs=1,vfs_per_pf=2" for node in NODES])
     with testing.ControlPlane({HOST: driver}, flows.SPECS, flows.ALIASES) as running:
         yield running
-
-
-@pytest.fixture
-def recording(tmp_path):
-    path = tmp_path / "trace.jsonl"
-    trace.start(str(path), default_actor="test")
-    yield str(path)
-    trace.stop()
 
 
 def _instance_reads(path, sender):

@@ -3,7 +3,7 @@ to the compute and back, with every object call the compute makes for it."""
 
 import pytest
 
-from pcisim import testing, trace, trace_report
+from pcisim import testing, trace_report
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import rpcapi
 from pcisim.objects.instance import Instance
@@ -22,14 +22,6 @@ def database(tmp_path_factory):
     scratch = backends.ScratchDatabase("sqlite", tmp_path_factory)
     yield scratch
     scratch.drop()
-
-
-@pytest.fixture
-def recording(tmp_path):
-    path = tmp_path / "trace.jsonl"
-    trace.start(str(path), default_actor="test")
-    yield str(path)
-    trace.stop()
 
 
 @pytest.fixture
