@@ -7,7 +7,8 @@ Embedded defaults, so that a process with no configuration file at all runs:
 - ``[DEFAULT] state_path = ./state``, where the SQLite database and other state live;
 - ``[database] connection``: unset means ``sqlite:///<state_path>/pcisim.sqlite``;
 - ``[DEFAULT] transport_url = kombu+memory:////``, kombu's in-process transport with
-  real serialization (``fake:/`` polls every 50 ms and hides serialization bugs).
+  real serialization (``fake:/`` polls every 50 ms and hides serialization bugs);
+- ``[DEFAULT] executor_thread_pool_size = 8`` handler threads per RPC server, not 64.
 """
 
 import os
@@ -22,6 +23,10 @@ CONF = cfg.CONF
 
 IN_PROCESS_TRANSPORT_URL = "kombu+memory:////"
 SQLITE_FILE_NAME = "pcisim.sqlite"
+# NOTE: oslo.messaging's default of 64 handler threads per RPC server let 64 requests
+# at once queue on the database and the GIL of one process; 8 boot faster on less CPU
+# (bench/README.md, "Handler threads").
+RPC_HANDLER_THREADS = 8
 
 default_opts = [
     cfg.StrOpt(
@@ -222,6 +227,7 @@ def register_opts(conf=CONF):
         conf.register_opts(opts, group=group)
     conf.set_default("transport_url", IN_PROCESS_TRANSPORT_URL)
     conf.set_default("control_exchange", "pcisim")
+    conf.set_default("executor_thread_pool_size", RPC_HANDLER_THREADS)
     logging.register_options(conf)
     logging.set_defaults(
         default_log_levels=[

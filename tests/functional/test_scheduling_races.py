@@ -22,7 +22,7 @@ from pcisim.db import allocations as db_allocations
 from pcisim.objects.instance import Instance
 from pcisim.objects.pci_device_pool import PciDevicePoolList
 from pcisim.pci import capacity
-from tests import backends
+from tests import backends, config_overrides
 from tests.functional import flows
 
 FLAVOR = {"vcpus": 2, "memory_mb": 512, "root_gb": 1}
@@ -154,6 +154,23 @@ def test_concurrent_pf_and_vf_boots_never_give_a_vf_of_a_pf_another_instance_hol
             assert pf_holder in (None, row["instance_uuid"]), row
     assert overcommits == []
     _assert_allocations_are_what_active_instances_hold(plane, outcomes, {**FLAVOR, "vcpus": 1})
+    assert reschedules == []
+
+
+def test_boots_outnumbering_every_services_handler_threads_all_become_active(
+    start, config, reschedules
+):
+    # NOTE: one handler thread an RPC server: were a handler ever to wait for another
+    # service's handler that waits for it, these boots would hang here.
+    with config_overrides.overridden(config, {("executor_thread_pool_size", None): 1}):
+        plane = start(MIXED)
+
+        # NOTE: any two of these fit a node, as any node's two PFs and their VFs give.
+        outcomes = flows.boot_at_once(plane, ["pf:1", "vf:1", None] * 2, **FLAVOR)
+
+    assert len(outcomes) == 6
+    assert {uuid: end for uuid, end in outcomes.items() if end[0] != "active"} == {}
+    _assert_allocations_are_what_active_instances_hold(plane, outcomes, FLAVOR)
     assert reschedules == []
 
 
