@@ -4,7 +4,8 @@ Concurrent boots never allocate more of a node than it has (checked each time th
 conductor is about to write an allocation, so after every one written before it), and
 what each running instance is allocated is exactly what it holds; when PF and VF
 servers race, no instance gets a VF of a PF another instance holds. No build is
-rescheduled: a lost compare-and-swap is chosen again in the conductor.
+rescheduled: a lost compare-and-swap is chosen again in the conductor. More boots at
+once than a service has handler threads wait their turn and all complete.
 
 On every backend: each serializes the swap's row update its own way.
 """
