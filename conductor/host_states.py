@@ -199,12 +199,16 @@ class HostStates:
         nodes.update((row.id, NodeState(row, usage.get(row.id, {}))) for row in rows)
         with self._lock:
             # NOTE: a claim of another thread may have moved a node on while this one
-            # read; its state is newer than the one read, and the signature read does
-            # not count it, so the next request reads the generations again.
+            # read; its state is newer than the one read, and the signature counts it
+            # from there: it can only count a node at or below its generation in the
+            # view, so it matches the database's only when the view is exact.
+            moved = 0
             for state in self._nodes:
-                if state.id in nodes and state.generation > nodes[state.id].generation:
+                read = nodes.get(state.id)
+                if read is not None and state.generation > read.generation:
                     nodes[state.id] = state
-            self._nodes, self._signature = Nodes(nodes.values()), signature
+                    moved += state.generation - read.generation
+            self._nodes, self._signature = Nodes(nodes.values()), _moved(signature, moved)
             return self._nodes
 
     def claimed(self, node, generation, allocation):
@@ -219,8 +223,7 @@ class HostStates:
             # NOTE: the signature counts each node at most at the generation the view
             # holds it, so it never matches the database's while the view is stale.
             if self._signature is not None:
-                count, ids, generations = self._signature
-                self._signature = count, ids, generations + generation - cached.generation
+                self._signature = _moved(self._signature, generation - cached.generation)
 
     def lost(self, node):
         """Note that a claim on ``node`` (a NodeState) lost its swap: unless the view
@@ -269,6 +272,12 @@ class HostStates:
         with self._lock:
             cached = self._nodes.get(node.id)
         return cached if cached is not None and cached.generation > node.generation else node
+
+
+def _moved(signature, generations):
+    """``signature`` (``nodes_signature``) after the nodes moved by ``generations``."""
+    count, ids, total = signature
+    return count, ids, total + generations
 
 
 @functools.lru_cache(maxsize=1024)

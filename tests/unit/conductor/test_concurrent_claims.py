@@ -155,3 +155,28 @@ def test_requests_that_ask_during_a_view_read_share_the_next_read(db, ctxt):
 
     assert all(boot.answer is not None for boot in others)
     assert chooser.view.reads() == 2
+
+
+def test_a_claim_noted_while_another_thread_reads_the_view_is_not_read_again(db, ctxt, monkeypatch):
+    # NOTE: the claim runs in the reading thread, once its read of the generations is
+    # done and before it keeps what it read: as a claim of another thread would.
+    _up_nodes(ctxt, 2)
+    chooser = scheduler.Scheduler()
+    _view(chooser, ctxt)
+    scheduler.Scheduler().claim_destination(ctxt, _small_instance())
+    read, reads = allocations.changed_host_states, []
+
+    def read_then_claim(*args, **kwargs):
+        reads.append(args)
+        states = read(*args, **kwargs)
+        if len(reads) == 1:
+            chooser.claim_destination(ctxt, _small_instance())
+        return states
+
+    monkeypatch.setattr(allocations, "changed_host_states", read_then_claim)
+    _view(chooser, ctxt)
+    reads_while_claiming = len(reads)
+    seen = _view(chooser, ctxt)
+
+    assert len(reads) == reads_while_claiming == 2
+    assert seen == _view(scheduler.Scheduler(), ctxt)
