@@ -211,6 +211,12 @@ class HostStates:
             self._nodes, self._signature = Nodes(nodes.values()), _moved(signature, moved)
             return self._nodes
 
+    def known(self):
+        """Every live node as this scheduler knows it without reading (``Nodes``): as
+        the last read found them, with its own claims since."""
+        with self._lock:
+            return self._nodes
+
     def claimed(self, node, generation, allocation):
         """Note that this scheduler's ``allocation`` on ``node`` (a NodeState) moved it
         to ``generation``: the next request need not read it again. A view that has

@@ -14,7 +14,9 @@ Two modes (``[scheduler] claim_mode``):
     one thread is claiming on ranks last for the others, and threads that chose it
     anyway claim one after the other, each from the node as the one before left it
     (``HostStates.claiming``). The swap guards against the writers that lock does not
-    reach: other conductors, and the computes' heals.
+    reach: other conductors, and the computes' heals. A read of the nodes serves the
+    choices that follow it for ``[scheduler] view_max_age`` seconds, with this
+    scheduler's own claims noted in it; the swap refuses what it missed.
 
 ``legacy``
     The choice uses what the computes published (their usage and free PCI pools), so
@@ -26,6 +28,7 @@ import datetime
 import functools
 import random
 import threading
+import time
 
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
@@ -58,6 +61,7 @@ class Scheduler:
         self.host_states = host_states.HostStates()
         # the nodes and the hosts up, read once for the requests that ask together
         self.view = shared_reads.SharedRead(self._read_view)
+        self._kept = None  # (the hosts up, when the last read of the view began)
 
     def claim_destination(
         self, context, instance, numa_cells=None, exclude=(), record=None, numa_nodes=None
@@ -110,6 +114,7 @@ class Scheduler:
                         record(node.host, node.nodename)
             except exception.ComputeNodeGenerationConflict:
                 self.host_states.lost(node)
+                self._kept = None
                 raise
             self.host_states.claimed(node, generation, allocation)
         cells = node.numa_cells_for(wanted)
@@ -120,7 +125,7 @@ class Scheduler:
         """The NodeState chosen from the view of the nodes; a view that finds no room
         is read again whole before that is the answer."""
         for last in (False, True):
-            up, nodes = self.view(context)
+            up, nodes = self.view(context) if last else self._kept_view(context)
             try:
                 return _choose(nodes, up, exclude, wanted, self.host_states.busy())
             except exception.NoValidHost:
@@ -129,13 +134,35 @@ class Scheduler:
                 # NOTE: cheap where it is rare (a cloud with room); a full one pays
                 # what every request paid before the view was kept by its signature.
                 self.host_states.forget()
+                self._kept = None
+
+    def _kept_view(self, context):
+        """(the hosts up, every live node's NodeState): the last view read, with this
+        scheduler's claims since, while it is younger than ``[scheduler]
+        view_max_age`` and no claim has found it wrong; else a read.
+
+        NOTE: during a burst of boots nothing but this scheduler's own claims moves
+        the nodes, and reading the view to learn so was a third of each choice's CPU.
+        What others change meanwhile can make a kept view stale, never a claim wrong:
+        the node's generation refuses a claim made from it, and a choice that finds
+        no room reads again before it answers so."""
+        kept = self._kept
+        if kept is not None:
+            up, began = kept
+            if time.monotonic() - began < pcisim_conf.CONF.scheduler.view_max_age:
+                return up, self.host_states.known()
+        return self.view(context)
 
     def _read_view(self, context):
         """(the hosts up, every live node's NodeState), in one read transaction; run
-        once for every request that asked while the read before it ran."""
+        once for every request that asked while the read before it ran, and kept
+        for the requests that follow (``_kept_view``)."""
+        began = time.monotonic()
         faults.point(faults.BEFORE_VIEW_READ, context=context)
         with db_engine.read_transaction(context):
-            return _up_hosts(context), self.host_states.current(context)
+            up, nodes = _up_hosts(context), self.host_states.current(context)
+        self._kept = (up, began)
+        return up, nodes
 
 
 def generation_conflicts():

@@ -138,6 +138,16 @@ scheduler_opts = [
         ],
         help="How capacity is claimed when an instance is scheduled.",
     ),
+    cfg.FloatOpt(
+        "view_max_age",
+        default=1.0,
+        min=0.0,
+        help="Seconds a conductor's scheduler may choose from its last read of the "
+        "nodes and the hosts up before it reads them again (allocations mode). Its own "
+        "claims it always sees; what others changed meanwhile it may not, and the "
+        "node's generation then refuses the claim and the choice is made again from a "
+        "fresh read, as is one that finds no room. 0 reads before every choice.",
+    ),
 ]
 
 filter_scheduler_opts = [
