@@ -38,7 +38,9 @@ Measured per size and mode:
 Then, at the largest size in allocations mode, ``[filter_scheduler] host_subset_size``
 1, 3 and 32 in one process (fewer servers each): conflicts per request, scheduling
 cost and boots/s, since concurrent requests that choose among the same few best nodes
-collide on their generations.
+collide on their generations. And ``[scheduler] view_max_age`` 0 (every choice reads
+the view) and the default, alternating twice in one process: view reads and conflicts
+per request, scheduling cost, since a view kept that long may miss others' changes.
 
 Goals (issue 7): scheduling cost per request grows at most linearly with the nodes;
 memory per simulated node < 2 MiB. Issue 13: no reschedule and no ERROR while capacity
@@ -87,7 +89,9 @@ from pcisim.pci.devspec import DeviceSpecList
 SIZES, QUICK_SIZES = (10, 100, 1000), (10, 30)
 SERVERS, QUICK_SERVERS = 1000, 32
 MODES = ("allocations", "legacy")
-SUBSETS = (1, 3, 32)
+SUBSETS = ("filter_scheduler", "host_subset_size", (1, 3, 32))
+# alternating, so that both see the same minutes; None: the default
+VIEW_MAX_AGES = ("scheduler", "view_max_age", (0.0, None, 0.0, None))
 SUBSET_SERVERS, QUICK_SUBSET_SERVERS = 300, 32
 HOSTS = 4
 WAVE = 100
@@ -152,11 +156,15 @@ class SchedulerTimer:
         self.wall, self.cpu = [], []
         self._lock = threading.Lock()
         self._original = None
+        self._reads_before = {}  # the timed endpoints' Scheduler -> its view reads then
 
     def __enter__(self):
         self._original = original = compute_task.ComputeTaskManager._select
 
         def timed(*args, **kwargs):
+            chooser = args[0].scheduler
+            with self._lock:
+                self._reads_before.setdefault(chooser, chooser.view.reads())
             wall, cpu = time.perf_counter(), time.thread_time()
             try:
                 return original(*args, **kwargs)
@@ -170,6 +178,10 @@ class SchedulerTimer:
 
     def __exit__(self, *exc_info):
         compute_task.ComputeTaskManager._select = self._original
+
+    def view_reads(self):
+        """Reads of the view the timed schedulers made since each was first timed."""
+        return sum(chooser.view.reads() - n for chooser, n in self._reads_before.items())
 
 
 class MessageCounter:
@@ -342,11 +354,16 @@ def _boot_and_delete(plane, nodes, servers, timeout):
     return totals
 
 
-def _measured_run(plane, nodes, servers, subset=None):
-    """Boot and delete ``servers`` servers (with ``host_subset_size`` = ``subset`` when
-    given) with the scheduler timed and every message counted; the figures as a dict."""
-    if subset is not None:
-        CONF.set_override("host_subset_size", subset, group="filter_scheduler")
+def _measured_run(plane, nodes, servers, setting=None):
+    """Boot and delete ``servers`` servers (with ``setting``, (group, option, value),
+    set when given; value None: the default) with the scheduler timed and every
+    message counted; the figures as a dict."""
+    if setting is not None:
+        group, name, value = setting
+        if value is None:
+            CONF.clear_override(name, group=group)
+        else:
+            CONF.set_override(name, value, group=group)
     counter, conflicts = MessageCounter(), scheduler.generation_conflicts()
     trace.start_recorder(counter)
     try:
@@ -358,6 +375,8 @@ def _measured_run(plane, nodes, servers, subset=None):
     return {
         "servers": servers,
         "host_subset_size": CONF.filter_scheduler.host_subset_size,
+        "view_max_age": CONF.scheduler.view_max_age,
+        "view_reads_per_request": timer.view_reads() / len(timer.wall),
         "boot_s": totals["boot_s"],
         "delete_s": totals["delete_s"],
         "errors": totals["errors"],
@@ -378,9 +397,10 @@ def _measured_run(plane, nodes, servers, subset=None):
     }
 
 
-def run_size(nodes, mode, servers, subsets=()):
+def run_size(nodes, mode, servers, sweep=None):
     """Start ``nodes`` nodes in claim mode ``mode``, then boot and delete ``servers``
-    servers, once or once per ``host_subset_size`` in ``subsets``; the figures."""
+    servers, once, or once per value of a ``sweep`` ((group, option, values)); the
+    figures."""
     directory = tempfile.TemporaryDirectory(prefix="pcisim-scale-")
     _database(directory.name, mode)
     specs = DeviceSpecList.from_config(DEVICE_SPEC)
@@ -396,8 +416,11 @@ def run_size(nodes, mode, servers, subsets=()):
         result["rss_growth_mib"] = (_rss() - rss_before) / MIB
         result["mib_per_node"] = result["rss_growth_mib"] / nodes
         result["quiet"] = _quiet_scheduling(plane, aliases, mode)
-        if subsets:
-            result["runs"] = [_measured_run(plane, nodes, servers, s) for s in subsets]
+        if sweep:
+            group, name, values = sweep
+            result["runs"] = [
+                _measured_run(plane, nodes, servers, (group, name, value)) for value in values
+            ]
         else:
             result.update(_measured_run(plane, nodes, servers))
     finally:
@@ -421,23 +444,24 @@ def _milliseconds(seconds):
 
 def measure(sizes, servers, subset_servers):
     """Each size in each mode in a subprocess of its own (the modes alternating, so
-    that both see the same load), then the ``host_subset_size`` sweep at the largest
-    size; ([result], sweep result)."""
+    that both see the same load), then the ``host_subset_size`` and ``view_max_age``
+    sweeps at the largest size; ([result], subset sweep, view sweep)."""
     results = [_subprocess(nodes, mode, servers) for nodes in sizes for mode in MODES]
-    sweep = _subprocess(sizes[-1], "allocations", subset_servers, SUBSETS)
+    subsets = _subprocess(sizes[-1], "allocations", subset_servers, SUBSETS)
+    views = _subprocess(sizes[-1], "allocations", subset_servers, VIEW_MAX_AGES)
     harness.done_progress()
-    return results, sweep
+    return results, subsets, views
 
 
-def _subprocess(nodes, mode, servers, subsets=()):
+def _subprocess(nodes, mode, servers, sweep=None):
     command = [sys.executable, "-m", "bench.scale", "--one", str(nodes), mode, str(servers)]
-    if subsets:
-        command += ["--subsets", ",".join(map(str, subsets))]
+    if sweep:
+        command += ["--sweep", json.dumps(sweep)]
     output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(output.splitlines()[-1])
 
 
-def report(results, sweep):
+def report(results, sweep, views):
     """Print every table; the result to record."""
     modes = {mode: [r for r in results if r["mode"] == mode] for mode in MODES}
     _marginal_memory(modes["allocations"])
@@ -453,9 +477,11 @@ def report(results, sweep):
     _growth_table(modes["allocations"])
     _message_table(modes)
     _subset_table(sweep)
+    _view_table(views)
     return {
         "sizes": results,
         "host_subset_size_sweep": sweep,
+        "view_max_age_sweep": views,
         "wave": WAVE,
         "api_threads": API_THREADS,
         "hosts": HOSTS,
@@ -638,6 +664,32 @@ def _subset_table(sweep):
     )
 
 
+def _view_table(sweep):
+    harness.print_table(
+        f"[scheduler] view_max_age at {sweep['nodes']} nodes, allocations mode, one process, "
+        f"the settings alternating: {sweep['runs'][0]['servers']} servers each (scheduling "
+        "in ms; view reads per request)",
+        ("max age s", "reads/req", "conflicts/req", "sched", "p95", "sched CPU", "p95")
+        + ("boots/s", "CPU/boot", "resched", "errors"),
+        [
+            (
+                f"{r['view_max_age']:g}",
+                f"{r['view_reads_per_request']:.3f}",
+                f"{r['conflicts_per_request']:.3f}",
+                f"{r['schedule_ms']['median']:.1f}",
+                f"{r['schedule_ms']['p95']:.0f}",
+                f"{r['schedule_cpu_ms']['median']:.2f}",
+                f"{r['schedule_cpu_ms']['p95']:.2f}",
+                f"{r['boots_per_s']:.1f}",
+                f"{r['cpu_ms_per_boot']:.1f}",
+                r["reschedules"],
+                r["errors"],
+            )
+            for r in sweep["runs"]
+        ],
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m bench.scale",
@@ -650,12 +702,11 @@ def main(argv=None):
     parser.add_argument(
         "--one", nargs=3, metavar=("NODES", "MODE", "SERVERS"), help=argparse.SUPPRESS
     )
-    parser.add_argument("--subsets", help=argparse.SUPPRESS)
+    parser.add_argument("--sweep", type=json.loads, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         nodes, mode, servers = args.one
-        subsets = [int(s) for s in args.subsets.split(",")] if args.subsets else ()
-        print(json.dumps(run_size(int(nodes), mode, int(servers), subsets)))
+        print(json.dumps(run_size(int(nodes), mode, int(servers), args.sweep)))
         return
     if args.quick:
         results = measure(QUICK_SIZES, QUICK_SERVERS, QUICK_SUBSET_SERVERS)
