@@ -161,6 +161,8 @@ class Scheduler:
         faults.point(faults.BEFORE_VIEW_READ, context=context)
         with db_engine.read_transaction(context):
             up, nodes = _up_hosts(context), self.host_states.current(context)
+        # NOTE: a read under way when a claim found the view wrong is kept all the
+        # same; a claim made from it that is wrong too is refused the same way.
         self._kept = (up, began)
         return up, nodes
 
