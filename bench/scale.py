@@ -639,25 +639,34 @@ def _message_table(modes):
     )
 
 
+RUN_COLUMNS = ("sched", "p95", "sched CPU", "p95", "boots/s", "CPU/boot", "resched", "errors")
+
+
+def _run_cells(r):
+    """A sweep run's figures under ``RUN_COLUMNS``."""
+    return (
+        f"{r['schedule_ms']['median']:.1f}",
+        f"{r['schedule_ms']['p95']:.0f}",
+        f"{r['schedule_cpu_ms']['median']:.2f}",
+        f"{r['schedule_cpu_ms']['p95']:.2f}",
+        f"{r['boots_per_s']:.1f}",
+        f"{r['cpu_ms_per_boot']:.1f}",
+        r["reschedules"],
+        r["errors"],
+    )
+
+
 def _subset_table(sweep):
     harness.print_table(
         f"[filter_scheduler] host_subset_size at {sweep['nodes']} nodes, allocations mode, "
         f"one process: {sweep['runs'][0]['servers']} servers each (scheduling in ms)",
-        ("subset", "conflicts/req", "conflicts", "sched", "p95", "sched CPU", "p95")
-        + ("boots/s", "CPU/boot", "resched", "errors"),
+        ("subset", "conflicts/req", "conflicts", *RUN_COLUMNS),
         [
             (
                 r["host_subset_size"],
                 f"{r['conflicts_per_request']:.3f}",
                 r["generation_conflicts"],
-                f"{r['schedule_ms']['median']:.1f}",
-                f"{r['schedule_ms']['p95']:.0f}",
-                f"{r['schedule_cpu_ms']['median']:.2f}",
-                f"{r['schedule_cpu_ms']['p95']:.2f}",
-                f"{r['boots_per_s']:.1f}",
-                f"{r['cpu_ms_per_boot']:.1f}",
-                r["reschedules"],
-                r["errors"],
+                *_run_cells(r),
             )
             for r in sweep["runs"]
         ],
@@ -669,21 +678,13 @@ def _view_table(sweep):
         f"[scheduler] view_max_age at {sweep['nodes']} nodes, allocations mode, one process, "
         f"the settings alternating: {sweep['runs'][0]['servers']} servers each (scheduling "
         "in ms; view reads per request)",
-        ("max age s", "reads/req", "conflicts/req", "sched", "p95", "sched CPU", "p95")
-        + ("boots/s", "CPU/boot", "resched", "errors"),
+        ("max age s", "reads/req", "conflicts/req", *RUN_COLUMNS),
         [
             (
                 f"{r['view_max_age']:g}",
                 f"{r['view_reads_per_request']:.3f}",
                 f"{r['conflicts_per_request']:.3f}",
-                f"{r['schedule_ms']['median']:.1f}",
-                f"{r['schedule_ms']['p95']:.0f}",
-                f"{r['schedule_cpu_ms']['median']:.2f}",
-                f"{r['schedule_cpu_ms']['p95']:.2f}",
-                f"{r['boots_per_s']:.1f}",
-                f"{r['cpu_ms_per_boot']:.1f}",
-                r["reschedules"],
-                r["errors"],
+                *_run_cells(r),
             )
             for r in sweep["runs"]
         ],
