@@ -25,8 +25,12 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 run: $(STAMP)
 	$(BIN)/pcisim up $(ARGS)
 
+# One pytest worker per core (PYTEST_WORKERS=0: none, the tests in this process):
+# each worker has databases, queues and a conductor of its own.
+PYTEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # Benchmarks print ratios against references measured in the same run; QUICK=1 for seconds.
 bench: $(STAMP)
