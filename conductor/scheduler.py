@@ -106,7 +106,7 @@ class Scheduler:
                 return None
             faults.point(faults.BEFORE_ALLOCATION_CLAIM, instance=instance, node_id=node.id)
             try:
-                with db_engine.write_transaction(context):
+                with db_engine.write_transaction(context, core=True):
                     generation = db_allocations.claim(
                         context, node.id, node.generation, instance.uuid, allocation
                     )

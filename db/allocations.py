@@ -17,7 +17,7 @@ from oslo_utils import timeutils
 
 from pcisim import exception
 from pcisim.db import models
-from pcisim.db.engine import reader, writer
+from pcisim.db.engine import core_writer, reader, writer
 
 NODES = models.ComputeNode.__table__
 ALLOCATIONS = models.Allocation.__table__
@@ -119,7 +119,7 @@ def changed_host_states(context, known):
     return rows, used, set(generations)
 
 
-@writer
+@core_writer
 def claim(context, node_id, generation, consumer_uuid, resources):
     """Allocate ``resources`` ({resource: used}) of node ``node_id`` to the consumer,
     if the node is still at ``generation``; returns the node's new generation.
@@ -127,7 +127,7 @@ def claim(context, node_id, generation, consumer_uuid, resources):
     Raises ``ComputeNodeGenerationConflict`` (and writes nothing) when the node's
     inventory or allocations changed since that generation was read, or the node went.
     """
-    connection = context.session.connection()
+    connection = context.connection
     _lock_nodes(connection, [node_id])
     swapped = connection.execute(
         _SWAP_GENERATION, {"node_id": node_id, "read_generation": generation}

@@ -23,7 +23,7 @@ from oslo_utils import timeutils
 
 from pcisim import exception
 from pcisim.db import allocations, models, pci_batch, row_updates
-from pcisim.db.engine import reader, retry_on_deadlock, writer
+from pcisim.db.engine import core_writer, reader, retry_on_deadlock, writer
 
 PCI_REQUIRED_FIELDS = (
     "compute_node_id",
@@ -196,7 +196,7 @@ def compute_node_delete(context, node_id):
 
 
 @retry_on_deadlock
-@writer
+@core_writer
 def instance_create(context, values, extra=None):
     """Insert an instance and its ``instance_extra`` row in one transaction, reading
     nothing back; return the instance as written (its id and column defaults
@@ -208,7 +208,7 @@ def instance_create(context, values, extra=None):
     _check_values(models.Instance, values)
     extra = dict(extra or {})
     _check_values(models.InstanceExtra, extra, forbidden=_BOOKKEEPING | {"instance_uuid"})
-    connection = context.session.connection()
+    connection = context.connection
     try:
         result = connection.execute(_INSTANCES.insert(), values)
     except db_exc.DBDuplicateEntry:

@@ -46,6 +46,10 @@ def check_access(function):
 
 reader = _guarded(context_manager.reader, only_reads=True)
 writer = _guarded(context_manager.writer, only_reads=False)
+# NOTE: a writer that runs SQLAlchemy Core statements only takes ``context.connection``:
+# it joins a transaction of either kind, and in ``write_transaction(core=True)`` no
+# ORM Session is made at all (a tenth of a scheduler's claim, bench/README.md).
+core_writer = _guarded(context_manager.writer.connection, only_reads=False)
 
 
 _retrying = oslo_db_api.wrap_db_retry(
@@ -122,11 +126,16 @@ def configure_manager(manager, url, max_retries=3, retry_interval=1, create_dire
 
 
 @contextlib.contextmanager
-def write_transaction(context):
+def write_transaction(context, core=False):
     """One writer transaction for the block: the DB API writers called in it with
-    ``context`` join it, and it commits, or rolls back, as a whole."""
+    ``context`` join it, and it commits, or rolls back, as a whole.
+
+    ``core``: the transaction is a Core connection's, for a block whose writers are
+    ``core_writer``s; a ``writer`` called in it joins through a Session of its own
+    on that connection, which leaves the commit (or rollback) to the block."""
     check_access("pcisim.db.engine.write_transaction")
-    with sqlite.reading(only_reads=False), context_manager.writer.using(context):
+    manager = context_manager.writer.connection if core else context_manager.writer
+    with sqlite.reading(only_reads=False), manager.using(context):
         yield
 
 
