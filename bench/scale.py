@@ -25,6 +25,8 @@ Measured per size and mode:
   scheduling  the conductor's ``ComputeTaskManager._select`` during the boots, timed by
               a wrapper set in this process only: the choice, the allocation and the
               instance's row (wall and the thread's CPU, median and p95)
+  active      POST-to-ACTIVE per server (p50, p95): from the API thread's request to
+              the ``updated_at`` written with ``active`` (one process, one clock)
   boots       servers/second, from a wave's first request to its last ACTIVE; CPU per
               boot is the process's CPU (all threads) over the boot waves / servers
   deletes     servers/second, from a wave's first delete to its last device freed
@@ -70,6 +72,7 @@ import time
 import uuid
 
 import sqlalchemy as sa
+from oslo_utils import timeutils
 
 from bench import harness
 from pcisim import conf as pcisim_conf
@@ -248,6 +251,15 @@ def _instance_states():
     return dict(_query(statement))
 
 
+def _active_at():
+    """uuid -> ``updated_at`` of the live ACTIVE instances (the save that made them so)."""
+    instance = models.Instance
+    statement = sa.select(instance.uuid, instance.updated_at).where(
+        instance.deleted == 0, instance.vm_state == "active"
+    )
+    return dict(_query(statement))
+
+
 def _held_devices():
     device = models.PciDevice
     statement = sa.select(sa.func.count()).where(
@@ -306,14 +318,19 @@ def _as_api(call, flows=None):
 
 
 def _boot_wave(plane, pool, first, count, timeout, flows):
-    """Boot ``count`` servers at once; the vm_states they ended in."""
+    """Boot ``count`` servers at once; the vm_states they ended in, and the seconds
+    from each ACTIVE server's request to the ``updated_at`` written with ``active``."""
 
     def boot(n):
-        _as_api(lambda c: plane.api.create(c, f"scale-{n}", pci_requests="vf:1"), flows)
+        sent = timeutils.utcnow()
+        created = _as_api(lambda c: plane.api.create(c, f"scale-{n}", pci_requests="vf:1"), flows)
+        return created.uuid, sent
 
-    list(pool.map(boot, range(first, first + count)))
+    sent = dict(pool.map(boot, range(first, first + count)))
     _wait(lambda: not _instance_states().get("building"), "the wave to build", timeout)
-    return _instance_states()
+    active_at = _active_at()
+    latencies = [(active_at[u] - t).total_seconds() for u, t in sent.items() if u in active_at]
+    return _instance_states(), latencies
 
 
 def _delete_wave(plane, pool, timeout, flows):
@@ -334,15 +351,17 @@ def _delete_wave(plane, pool, timeout, flows):
 
 def _boot_and_delete(plane, nodes, servers, timeout):
     """Boot and delete ``servers`` servers in waves: seconds and CPU seconds spent,
-    servers in ERROR, and the request ids of the boots' and deletes' flows."""
+    servers in ERROR, POST-to-ACTIVE seconds, and the request ids of the boots' and
+    deletes' flows."""
     totals = {"boot_s": 0.0, "boot_cpu_s": 0.0, "delete_s": 0.0, "delete_cpu_s": 0.0}
-    totals.update(errors=0, boot_flows=[], delete_flows=[])
+    totals.update(errors=0, boot_flows=[], delete_flows=[], active_s=[])
     with concurrent.futures.ThreadPoolExecutor(API_THREADS) as pool:
         for first in range(0, servers, WAVE):
             count = min(WAVE, servers - first)
             harness.progress(f"scale: {nodes} nodes: booting {first + count}/{servers}")
             start, cpu = time.perf_counter(), time.process_time()
-            states = _boot_wave(plane, pool, first, count, timeout, totals["boot_flows"])
+            states, latencies = _boot_wave(plane, pool, first, count, timeout, totals["boot_flows"])
+            totals["active_s"] += latencies
             totals["errors"] += states.get("error", 0)
             totals["boot_s"] += time.perf_counter() - start
             totals["boot_cpu_s"] += time.process_time() - cpu
@@ -383,6 +402,7 @@ def _measured_run(plane, nodes, servers, setting=None):
         "boots_per_s": servers / totals["boot_s"],
         "deletes_per_s": servers / totals["delete_s"],
         "cpu_ms_per_boot": totals["boot_cpu_s"] / servers * 1e3,
+        "active_ms": _milliseconds(totals["active_s"]),
         "cpu_ms_per_delete": totals["delete_cpu_s"] / servers * 1e3,
         "schedules": len(timer.wall),
         "schedule_ms": _milliseconds(timer.wall),
@@ -525,8 +545,10 @@ def _outcome_table(title, results):
 def _cost_table(results):
     harness.print_table(
         "Costs in ms: scheduling per request during the boots (choice, allocation and "
-        "instance row; wall and the thread's CPU), and the process's CPU per boot and delete",
-        ("nodes", "mode", "sched", "p95", "sched CPU", "p95", "CPU/boot", "CPU/delete"),
+        "instance row; wall and the thread's CPU), POST-to-ACTIVE per server, and the "
+        "process's CPU per boot and delete",
+        ("nodes", "mode", "sched", "p95", "sched CPU", "p95", "active p50", "p95")
+        + ("CPU/boot", "CPU/delete"),
         [
             (
                 r["nodes"],
@@ -535,6 +557,8 @@ def _cost_table(results):
                 f"{r['schedule_ms']['p95']:.0f}",
                 f"{r['schedule_cpu_ms']['median']:.2f}",
                 f"{r['schedule_cpu_ms']['p95']:.2f}",
+                f"{r['active_ms']['median']:.0f}",
+                f"{r['active_ms']['p95']:.0f}",
                 f"{r['cpu_ms_per_boot']:.1f}",
                 f"{r['cpu_ms_per_delete']:.1f}",
             )
