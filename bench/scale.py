@@ -585,6 +585,8 @@ def _ratio_table(modes):
                 ratio(new, old, "schedule_ms", "p95"),
                 ratio(new, old, "schedule_cpu_ms", "median"),
                 ratio(new, old, "schedule_cpu_ms", "p95"),
+                ratio(new, old, "active_ms", "median"),
+                ratio(new, old, "active_ms", "p95"),
                 ratio(new, old, "cpu_ms_per_boot"),
                 ratio(new, old, "messages_per_boot"),
                 ratio(new, old, "messages_per_delete"),
@@ -593,7 +595,7 @@ def _ratio_table(modes):
     harness.print_table(
         "allocations / legacy (resched and errors: both counts)",
         ("nodes", "resched", "errors", "boots/s", "sched", "p95", "sched CPU", "p95")
-        + ("CPU/boot", "msgs/boot", "msgs/delete"),
+        + ("active p50", "p95", "CPU/boot", "msgs/boot", "msgs/delete"),
         rows,
     )
 
