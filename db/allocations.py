@@ -166,12 +166,12 @@ def release_in(connection, consumer_uuid):
     return removed
 
 
-@writer
+@core_writer
 def release_on_node(context, node_id, consumer_uuids):
     """Remove the allocations of the consumers on node ``node_id``: what a compute
     does in the transaction that frees their devices there. Returns how many rows
     went; the node's generation moves when any did."""
-    connection = context.session.connection()
+    connection = context.connection
     _lock_nodes(connection, [node_id])
     removed = connection.execute(
         ALLOCATIONS.delete().where(

@@ -156,7 +156,7 @@ def compute_node_get_all(context):
 
 
 @retry_on_deadlock
-@writer
+@core_writer
 def compute_node_update(context, node_id, values):
     """Update a live node's columns in one statement, reading nothing, and return
     the time written (its ``updated_at``); ``ComputeNodeNotFound`` if no live node has
@@ -165,7 +165,7 @@ def compute_node_update(context, node_id, values):
     _check_values(models.ComputeNode, values, forbidden=_BOOKKEEPING | {"generation"})
     now = _now()
     statement = row_updates.compute_node(tuple(sorted(values)))
-    result = context.session.execute(statement, row_updates.parameters(node_id, values, now))
+    result = context.connection.execute(statement, row_updates.parameters(node_id, values, now))
     if result.rowcount != 1:
         raise exception.ComputeNodeNotFound(node_id=node_id)
     return now
@@ -254,7 +254,7 @@ def instance_get_all_by_host_and_node(context, host, node=None):
 
 
 @retry_on_deadlock
-@writer
+@core_writer
 def instance_update(context, uuid, values, release_allocations=False):
     """Update a live instance's columns in one statement, reading nothing, and return
     the time written (its ``updated_at``); ``InstanceNotFound`` if no live instance
@@ -263,10 +263,11 @@ def instance_update(context, uuid, values, release_allocations=False):
     _check_values(models.Instance, values, forbidden=_BOOKKEEPING | {"uuid"})
     now = _now()
     statement = row_updates.instance(tuple(sorted(values)))
-    if context.session.execute(statement, row_updates.parameters(uuid, values, now)).rowcount != 1:
+    connection = context.connection
+    if connection.execute(statement, row_updates.parameters(uuid, values, now)).rowcount != 1:
         raise exception.InstanceNotFound(instance_uuid=uuid)
     if release_allocations and values.get("vm_state") in _ENDED:
-        allocations.release_in(context.session.connection(), uuid)
+        allocations.release_in(connection, uuid)
     return now
 
 
@@ -491,7 +492,7 @@ class PciDeviceBatchResult:
 
 
 @retry_on_deadlock
-@writer
+@core_writer
 def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), expected=None):
     """Write a node's changed devices in one transaction; a ``PciDeviceBatchResult``.
 
@@ -518,7 +519,7 @@ def pci_device_batch_save(context, node_id, create=(), update=None, destroy=(), 
         pci_batch.DeviceWrite(node_id, address, None, now, expected.get(address))
         for address in destroy
     ]
-    connection = context.session.connection()
+    connection = context.connection
     missing = pci_batch.write_devices(connection, writes)
     result, gone = PciDeviceBatchResult(at=now, missing=missing), set(missing)
     for write in writes:

@@ -77,14 +77,15 @@ def retry_on_deadlock(fn):
     return wrapper
 
 
-def retried_write_transaction(context, work):
-    """``work()`` in one writer transaction of ``context``, run again whole when the
-    database rolls it back as a deadlock's victim (``retry_on_deadlock``); what it
-    returns. ``work`` must leave its objects' pending changes until it has committed."""
+def retried_write_transaction(context, work, core=False):
+    """``work()`` in one writer transaction of ``context`` (a Core connection's with
+    ``core``, as ``write_transaction`` takes it), run again whole when the database
+    rolls it back as a deadlock's victim (``retry_on_deadlock``); what it returns.
+    ``work`` must leave its objects' pending changes until it has committed."""
 
     @retry_on_deadlock
     def run(context):
-        with write_transaction(context):
+        with write_transaction(context, core=core):
             return work()
 
     return run(context)

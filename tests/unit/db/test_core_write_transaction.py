@@ -1,8 +1,8 @@
 """``engine.write_transaction(core=True)``: a writer transaction on a Core connection.
 
-The scheduler's claim runs in one: the allocation and a new instance's row are written
-by ``core_writer``s, and a rescheduled instance's row by ``instance_update``, a
-``writer`` that joins through a Session of its own. Both kinds commit together, and
+The scheduler's claim runs in one (the allocation and the instance's row), and so do a
+compute's saves with devices; a ``writer`` called there, such as the instance's PCI
+requests' save, joins through a Session of its own. Both kinds commit together, and
 an error rolls both back.
 """
 
@@ -14,6 +14,7 @@ from pcisim.db import engine
 from tests.unit.db import factories
 
 ALLOCATION = {"VCPU": 1, "MEMORY_MB": 512}
+REQUESTS = '{"requests": []}'
 
 
 class Refused(Exception):
@@ -22,7 +23,11 @@ class Refused(Exception):
 
 def _write_both_kinds(ctxt, node, instance):
     db_allocations.claim(ctxt, node.id, node.generation, instance.uuid, ALLOCATION)
-    db_api.instance_update(ctxt, instance.uuid, {"task_state": "spawning"})
+    db_api.instance_extra_update_by_uuid(ctxt, instance.uuid, {"pci_requests": REQUESTS})
+
+
+def _requests(ctxt, instance):
+    return db_api.instance_extra_get_by_instance_uuid(ctxt, instance.uuid).pci_requests
 
 
 def test_writers_of_both_kinds_in_a_core_write_transaction_commit_together(db, ctxt):
@@ -32,7 +37,7 @@ def test_writers_of_both_kinds_in_a_core_write_transaction_commit_together(db, c
         _write_both_kinds(ctxt, node, instance)
 
     assert db_allocations.get_by_consumer(ctxt, instance.uuid) == {node.id: ALLOCATION}
-    assert db_api.instance_get_by_uuid(ctxt, instance.uuid).task_state == "spawning"
+    assert _requests(ctxt, instance) == REQUESTS
 
 
 def test_an_error_in_a_core_write_transaction_rolls_back_the_writers_of_both_kinds(db, ctxt):
@@ -43,5 +48,5 @@ def test_an_error_in_a_core_write_transaction_rolls_back_the_writers_of_both_kin
         raise Refused()
 
     assert db_allocations.get_by_consumer(ctxt, instance.uuid) == {}
-    assert db_api.instance_get_by_uuid(ctxt, instance.uuid).task_state is None
+    assert _requests(ctxt, instance) == "[]"  # as the factory made it
     assert db_api.compute_node_get(ctxt, node.id).generation == node.generation
