@@ -29,6 +29,9 @@ Measured per size and mode:
               the ``updated_at`` written with ``active`` (one process, one clock)
   boots       servers/second, from a wave's first request to its last ACTIVE; CPU per
               boot is the process's CPU (all threads) over the boot waves / servers
+  CPU parts   where a boot's (and a delete's) CPU goes: the thread CPU of each RPC
+              message's handling (taken off its queue, rebuilt, run, answered) and of
+              each API request, by name; the bench's own thread; the rest by difference
   deletes     servers/second, from a wave's first delete to its last device freed
   resched     ``reschedule`` messages: claims that failed on the compute
   conflicts   generation swaps the scheduler lost and chose again after, per request
@@ -60,6 +63,7 @@ concurrency.select_backend()  # selects the concurrency backend before oslo.mess
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import gc
 import json
 import logging
@@ -72,6 +76,7 @@ import time
 import uuid
 
 import sqlalchemy as sa
+from oslo_messaging.rpc import server as rpc_server
 from oslo_utils import timeutils
 
 from bench import harness
@@ -79,11 +84,13 @@ from pcisim import conf as pcisim_conf
 from pcisim import context as pcisim_context
 from pcisim import dbaccess, testing, trace
 from pcisim import service as pcisim_service
+from pcisim.compute import api as compute_api
 from pcisim.compute import service as compute_service
 from pcisim.compute.driver import SimulatedDriver
 from pcisim.conductor import compute_task, scheduler
 from pcisim.db import allocations as db_allocations
 from pcisim.db import engine, migration, models
+from pcisim.objects import base as objects_base
 from pcisim.objects.instance import Instance, InstanceList
 from pcisim.objects.service import ServiceList
 from pcisim.pci import request as pci_request
@@ -185,6 +192,65 @@ class SchedulerTimer:
     def view_reads(self):
         """Reads of the view the timed schedulers made since each was first timed."""
         return sum(chooser.view.reads() - n for chooser, n in self._reads_before.items())
+
+
+class HandlerCPU:
+    """Thread CPU seconds spent handling each RPC message in this process, by message
+    (taken off its queue whole: acknowledged, its arguments rebuilt, the method run,
+    its answer serialized and sent), and in each API request (``API.create``,
+    ``API.delete``: the client's side of its calls), summed by the ``phase`` set when
+    each began: what a boot's and a delete's CPU is made of.
+
+    oslo.messaging's RPC server and the compute API look these methods up on their
+    classes at each call, so replacing the class attributes here instruments them.
+    A call waiting on another's answer spends no CPU, so nothing is counted twice.
+    """
+
+    API_REQUESTS = ("create", "delete")
+
+    def __init__(self):
+        self.phase = None
+        self.seconds = collections.defaultdict(collections.Counter)
+        self._lock = threading.Lock()
+        self._originals = {}
+
+    def __enter__(self):
+        self._wrap(rpc_server.RPCServer, "_process_incoming", lambda _, incoming: _named(incoming))
+        for name in self.API_REQUESTS:
+            self._wrap(compute_api.API, name, lambda *_, name=name: f"API.{name} (API thread)")
+        return self
+
+    def __exit__(self, *exc_info):
+        for (cls, name), original in self._originals.items():
+            setattr(cls, name, original)
+
+    def _wrap(self, cls, name, key):
+        self._originals[cls, name] = original = getattr(cls, name)
+
+        def timed(*args, **kwargs):
+            phase, cpu = self.phase, time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.seconds[phase][key(*args)] += time.thread_time() - cpu
+
+        setattr(cls, name, timed)
+
+
+OBJECT_NAME = f"{objects_base.PcisimObject.OBJ_SERIAL_NAMESPACE}.name"
+
+
+def _named(incoming):
+    """A message's name as the tables give it: its method, an object call's object and
+    method."""
+    message = incoming[0].message
+    args = message.get("args", {})
+    if message.get("method") == "object_action":
+        return f"{args['objinst'][OBJECT_NAME]}.{args['objmethod']}"
+    if message.get("method") == "object_class_action_versions":
+        return f"{args['objname']}.{args['objmethod']}"
+    return message.get("method")
 
 
 class MessageCounter:
@@ -349,28 +415,43 @@ def _delete_wave(plane, pool, timeout, flows):
     )
 
 
-def _boot_and_delete(plane, nodes, servers, timeout):
-    """Boot and delete ``servers`` servers in waves: seconds and CPU seconds spent,
-    servers in ERROR, POST-to-ACTIVE seconds, and the request ids of the boots' and
-    deletes' flows."""
-    totals = {"boot_s": 0.0, "boot_cpu_s": 0.0, "delete_s": 0.0, "delete_cpu_s": 0.0}
+def _boot_and_delete(plane, nodes, servers, timeout, handlers):
+    """Boot and delete ``servers`` servers in waves, telling ``handlers`` (a
+    ``HandlerCPU``) which phase runs: seconds and CPU seconds spent (the process's
+    and this thread's, which only waits and polls), servers in ERROR, POST-to-ACTIVE
+    seconds, and the request ids of the boots' and deletes' flows."""
+    totals = {"boot_s": 0.0, "boot_cpu_s": 0.0, "boot_polling_s": 0.0}
+    totals.update(delete_s=0.0, delete_cpu_s=0.0, delete_polling_s=0.0)
     totals.update(errors=0, boot_flows=[], delete_flows=[], active_s=[])
     with concurrent.futures.ThreadPoolExecutor(API_THREADS) as pool:
         for first in range(0, servers, WAVE):
             count = min(WAVE, servers - first)
             harness.progress(f"scale: {nodes} nodes: booting {first + count}/{servers}")
-            start, cpu = time.perf_counter(), time.process_time()
-            states, latencies = _boot_wave(plane, pool, first, count, timeout, totals["boot_flows"])
+            with _phase("boot", handlers, totals):
+                states, latencies = _boot_wave(
+                    plane, pool, first, count, timeout, totals["boot_flows"]
+                )
             totals["active_s"] += latencies
             totals["errors"] += states.get("error", 0)
-            totals["boot_s"] += time.perf_counter() - start
-            totals["boot_cpu_s"] += time.process_time() - cpu
             harness.progress(f"scale: {nodes} nodes: deleting {first + count}/{servers}")
-            start, cpu = time.perf_counter(), time.process_time()
-            _delete_wave(plane, pool, timeout, totals["delete_flows"])
-            totals["delete_s"] += time.perf_counter() - start
-            totals["delete_cpu_s"] += time.process_time() - cpu
+            with _phase("delete", handlers, totals):
+                _delete_wave(plane, pool, timeout, totals["delete_flows"])
     return totals
+
+
+@contextlib.contextmanager
+def _phase(name, handlers, totals):
+    """The block as phase ``name``: its seconds, the process's CPU seconds and this
+    thread's added to ``totals``."""
+    handlers.phase = name
+    start, cpu, polling = time.perf_counter(), time.process_time(), time.thread_time()
+    try:
+        yield
+    finally:
+        handlers.phase = None
+        totals[f"{name}_s"] += time.perf_counter() - start
+        totals[f"{name}_cpu_s"] += time.process_time() - cpu
+        totals[f"{name}_polling_s"] += time.thread_time() - polling
 
 
 def _measured_run(plane, nodes, servers, setting=None):
@@ -386,8 +467,8 @@ def _measured_run(plane, nodes, servers, setting=None):
     counter, conflicts = MessageCounter(), scheduler.generation_conflicts()
     trace.start_recorder(counter)
     try:
-        with SchedulerTimer() as timer:
-            totals = _boot_and_delete(plane, nodes, servers, timeout=120 + nodes * 0.5)
+        with SchedulerTimer() as timer, HandlerCPU() as handlers:
+            totals = _boot_and_delete(plane, nodes, servers, 120 + nodes * 0.5, handlers)
     finally:
         trace.stop()
     boot, delete = counter.per_flow(totals["boot_flows"]), counter.per_flow(totals["delete_flows"])
@@ -404,6 +485,8 @@ def _measured_run(plane, nodes, servers, setting=None):
         "cpu_ms_per_boot": totals["boot_cpu_s"] / servers * 1e3,
         "active_ms": _milliseconds(totals["active_s"]),
         "cpu_ms_per_delete": totals["delete_cpu_s"] / servers * 1e3,
+        "boot_cpu_ms": _cpu_parts(handlers.seconds["boot"], totals, "boot", servers),
+        "delete_cpu_ms": _cpu_parts(handlers.seconds["delete"], totals, "delete", servers),
         "schedules": len(timer.wall),
         "schedule_ms": _milliseconds(timer.wall),
         "schedule_cpu_ms": _milliseconds(timer.cpu),
@@ -415,6 +498,19 @@ def _measured_run(plane, nodes, servers, setting=None):
         "boot_messages": boot,
         "delete_messages": delete,
     }
+
+
+def _cpu_parts(handled, totals, phase, servers):
+    """{part: ms of CPU a server} of a phase: each message's handling and API request
+    (``HandlerCPU``), the bench's own thread, and the rest of the process's CPU."""
+    parts = {name: seconds / servers * 1e3 for name, seconds in handled.items()}
+    parts[POLLING] = totals[f"{phase}_polling_s"] / servers * 1e3
+    parts[REST] = totals[f"{phase}_cpu_s"] / servers * 1e3 - sum(parts.values())
+    return parts
+
+
+POLLING = "the bench's thread (waits, polls the database at 20 Hz)"
+REST = "the rest: listener, reply and periodic threads, executors between messages"
 
 
 def run_size(nodes, mode, servers, sweep=None):
@@ -496,6 +592,8 @@ def report(results, sweep, views):
     _decision_table(modes)
     _growth_table(modes["allocations"])
     _message_table(modes)
+    _cpu_table(modes["allocations"], "boot")
+    _cpu_table(modes["allocations"], "delete")
     _subset_table(sweep)
     _view_table(views)
     return {
@@ -666,6 +764,32 @@ def _message_table(modes):
 
 
 RUN_COLUMNS = ("sched", "p95", "sched CPU", "p95", "boots/s", "CPU/boot", "resched", "errors")
+
+
+def _cpu_table(results, flow):
+    """Where a boot's (or a delete's) CPU goes at each size: the parts of
+    ``_cpu_parts``, the largest first; those under ``SMALL_PART_MS`` at every size
+    summed as one."""
+    parts = [r[f"{flow}_cpu_ms"] for r in results]
+    names = sorted({name for p in parts for name in p}, key=lambda n: -parts[-1].get(n, 0))
+    small = [n for n in names if all(p.get(n, 0) < SMALL_PART_MS for p in parts)]
+    rows = [(n, *(f"{p.get(n, 0):.2f}" for p in parts)) for n in names if n not in small]
+    if small:
+        rows.append((f"{len(small)} other messages", *(_sum_of(p, small) for p in parts)))
+    rows.append((f"CPU per {flow}", *(f"{sum(p.values()):.2f}" for p in parts)))
+    harness.print_table(
+        f"Where a {flow}'s CPU goes, allocations mode (ms a {flow}, thread CPU: each message "
+        "handled whole, each API request, the rest by difference with the process's CPU)",
+        ("part", *(f"{r['nodes']} nodes" for r in results)),
+        rows,
+    )
+
+
+SMALL_PART_MS = 0.05
+
+
+def _sum_of(parts, names):
+    return f"{sum(parts.get(n, 0) for n in names):.2f}"
 
 
 def _run_cells(r):
