@@ -37,7 +37,7 @@ Measured per size and mode:
   conflicts   generation swaps the scheduler lost and chose again after, per request
   messages    RPC messages of a boot's flow (and of a delete's) from the trace records
               of its request id, counted in memory; the HTTP request is not among them
-              (the docs' traces show 6 and 8 with it). A delete reads the instance by
+              (the docs' traces show 4 and 7 with it). A delete reads the instance by
               uuid first, as the HTTP API does.
 
 Then, at the largest size in allocations mode, ``[filter_scheduler] host_subset_size``
