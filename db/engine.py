@@ -77,15 +77,16 @@ def retry_on_deadlock(fn):
     return wrapper
 
 
-def retried_write_transaction(context, work, core=False):
-    """``work()`` in one writer transaction of ``context`` (a Core connection's with
-    ``core``, as ``write_transaction`` takes it), run again whole when the database
-    rolls it back as a deadlock's victim (``retry_on_deadlock``); what it returns.
-    ``work`` must leave its objects' pending changes until it has committed."""
+def retried_write_transaction(context, work):
+    """``work()`` in one writer transaction of ``context`` on a Core connection
+    (``write_transaction(core=True)``: a ``writer`` in it joins through a Session of
+    its own), run again whole when the database rolls it back as a deadlock's victim
+    (``retry_on_deadlock``); what it returns. ``work`` must leave its objects' pending
+    changes until it has committed."""
 
     @retry_on_deadlock
     def run(context):
-        with write_transaction(context, core=core):
+        with write_transaction(context, core=True):
             return work()
 
     return run(context)

@@ -141,7 +141,7 @@ class ComputeNode(base.PcisimPersistentObject, base.PcisimObject):
                 db_allocations.release_on_node(self._context, self.id, released)
             return answer
 
-        answer = db_engine.retried_write_transaction(self._context, write, core=True)
+        answer = db_engine.retried_write_transaction(self._context, write)
         self.obj_reset_changes(recursive=True)
         return answer
 

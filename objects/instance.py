@@ -171,7 +171,7 @@ class Instance(base.PcisimPersistentObject, base.PcisimObject):
             self.save()
             return answer
 
-        return db_engine.retried_write_transaction(self._context, write, core=True)
+        return db_engine.retried_write_transaction(self._context, write)
 
     def mark_error(self, error, host=None):
         """Put the instance in ERROR, off any node, with ``error`` as its newest fault.
